@@ -1,0 +1,450 @@
+//! A thread's heap: the superslabs it owns and, per class, the list of its slabs that
+//! have free blocks (*partial* slabs). The thread cache ([`crate::thread_cache`]) refills
+//! from here and flushes back to here, in batches; this is the slow path.
+//!
+//! Refill order for a class: the first partial slab (its free list, then fresh carving,
+//! then the blocks other threads gave back to it); then remote frees pending anywhere in
+//! the heap's superslabs; then a new slab carved from an owned superslab; then a
+//! superslab abandoned by an exited thread; then one from the shared pool.
+//!
+//! Heaps are never unmapped: a heap whose thread exited goes back to a free list for the
+//! next thread, and the list of all heaps lets statistics add up their counters.
+
+use crate::os;
+use crate::pool;
+use crate::remote::Block;
+use crate::size_class::{block_size, Class, NUM_CLASSES};
+use crate::superslab::{SlabMeta, SuperSlab, MAP_FREE, SLABS};
+use crate::sync::{AtomicIsize, Ordering, SpinLock};
+use core::cell::Cell;
+use core::ptr::null_mut;
+
+/// Per-thread slab management. Only its thread touches the `Cell` fields.
+///
+/// Invariants: a slab is on `partial[c]` iff its `in_partial` flag is set, it serves class
+/// `c`, and its superslab is on `owned`; every superslab on `owned` has `owner == self`.
+pub struct Heap {
+    partial: [Cell<*mut SlabMeta>; NUM_CLASSES],
+    /// Owned superslabs, doubly linked through their `next` / `prev`.
+    owned: Cell<*mut SuperSlab>,
+    owned_count: Cell<usize>,
+    /// Link in the pool of unused heaps.
+    next_free: Cell<*mut Heap>,
+    /// Link in the list of all heaps (set once).
+    next_all: *mut Heap,
+    /// Bytes of blocks taken out of slabs minus bytes given back, by this heap's thread
+    /// (a heap may give back blocks another took, so only the sum over heaps is
+    /// meaningful).
+    pub out_bytes: AtomicIsize,
+}
+
+// SAFETY: a heap is used by one thread at a time; handing it over goes through the
+// heap pool's lock.
+unsafe impl Send for Heap {}
+
+struct HeapPool {
+    free: *mut Heap,
+    all: *mut Heap,
+    /// Unused tail of the last mapping heaps are carved from.
+    carve: usize,
+    carve_end: usize,
+}
+
+// SAFETY: heaps in the pool belong to the lock holder.
+unsafe impl Send for HeapPool {}
+
+static HEAPS: SpinLock<HeapPool> = SpinLock::new(HeapPool {
+    free: null_mut(),
+    all: null_mut(),
+    carve: 0,
+    carve_end: 0,
+});
+
+const HEAP_CHUNK: usize = 64 * 1024;
+
+impl Heap {
+    /// A heap for the calling thread, from the pool or new; null if the OS refuses memory.
+    pub fn acquire() -> *mut Heap {
+        let mut pool = HEAPS.lock();
+        if !pool.free.is_null() {
+            let h = pool.free;
+            // SAFETY: heaps on the free list are valid and unused.
+            pool.free = unsafe { (*h).next_free.get() };
+            return h;
+        }
+        let size = core::mem::size_of::<Heap>().next_multiple_of(64);
+        if pool.carve + size > pool.carve_end {
+            let p = os::map_aligned(HEAP_CHUNK, os::PAGE_SIZE);
+            if p.is_null() {
+                return null_mut();
+            }
+            pool.carve = p as usize;
+            pool.carve_end = p as usize + HEAP_CHUNK;
+        }
+        let h = pool.carve as *mut Heap;
+        pool.carve += size;
+        // SAFETY: fresh, zeroed, suitably aligned memory that only we hold.
+        unsafe {
+            h.write(Heap {
+                partial: [const { Cell::new(null_mut()) }; NUM_CLASSES],
+                owned: Cell::new(null_mut()),
+                owned_count: Cell::new(0),
+                next_free: Cell::new(null_mut()),
+                next_all: pool.all,
+                out_bytes: AtomicIsize::new(0),
+            });
+        }
+        pool.all = h;
+        h
+    }
+
+    /// Sum of `out_bytes` over all heaps.
+    pub fn total_out_bytes() -> isize {
+        let pool = HEAPS.lock();
+        let mut h = pool.all;
+        let mut sum = 0isize;
+        while !h.is_null() {
+            // SAFETY: heaps are never freed.
+            unsafe {
+                sum = sum.wrapping_add((*h).out_bytes.load(Ordering::Relaxed));
+                h = (*h).next_all;
+            }
+        }
+        sum
+    }
+
+    #[inline]
+    fn add_out(&self, bytes: isize) {
+        let v = self.out_bytes.load(Ordering::Relaxed);
+        self.out_bytes
+            .store(v.wrapping_add(bytes), Ordering::Relaxed);
+    }
+
+    /// Up to `want` (>= 1) blocks of class `c`, linked and null-terminated: `(first,
+    /// count)`, count 0 when memory is exhausted.
+    pub fn refill(&self, c: Class, want: usize) -> (*mut Block, usize) {
+        loop {
+            let meta = self.partial[c].get();
+            if !meta.is_null() {
+                // SAFETY: slabs on our partial lists are in our superslabs.
+                let m = unsafe { &*meta };
+                if !m.has_free() {
+                    // SAFETY: we own the slab.
+                    unsafe { m.collect_remote() };
+                }
+                // SAFETY: we own the slab.
+                let (first, _, n) = unsafe { m.take(want) };
+                if n > 0 {
+                    self.add_out((n * block_size(c)) as isize);
+                    return (first, n);
+                }
+                self.unlink_partial(c, m);
+                continue;
+            }
+            if self.collect_pending() && !self.partial[c].get().is_null() {
+                continue;
+            }
+            let meta = self.new_slab(c);
+            if meta.is_null() {
+                return (null_mut(), 0);
+            }
+            // SAFETY: a slab just carved from our superslab.
+            self.push_partial(c, unsafe { &*meta });
+        }
+    }
+
+    /// Give back the null-terminated chain of blocks of class `c` starting at `first`:
+    /// blocks of our own slabs go on their free lists, others on their slab's remote list
+    /// (one push per run of blocks of the same slab).
+    ///
+    /// # Safety
+    /// Every block of the chain is a handed-out block of class `c` that the caller gives up.
+    pub unsafe fn flush(&self, c: Class, first: *mut Block) {
+        let me = self as *const Heap as *mut Heap;
+        let mut count = 0usize;
+        // The pending run of blocks for one foreign slab.
+        let mut run_meta: *const SlabMeta = core::ptr::null();
+        let mut run_first = null_mut::<Block>();
+        let mut run_last = null_mut::<Block>();
+        let mut p = first;
+        while !p.is_null() {
+            // SAFETY: `p` is a block of the chain, ours until given away.
+            let next = unsafe { (*p).next };
+            count += 1;
+            // SAFETY: a handed-out block lies in a live superslab.
+            let ss = unsafe { &*SuperSlab::of(p as usize) };
+            let meta = ss.meta_of(p as usize, c);
+            if ss.owner.load(Ordering::Relaxed) == me {
+                // SAFETY: we own the slab and the block is handed out.
+                unsafe { meta.put(p) };
+                self.after_return(ss, meta);
+            } else if core::ptr::eq(run_meta, meta) {
+                // SAFETY: the block is ours; link it at the head of the run.
+                unsafe { (*p).next = run_first };
+                run_first = p;
+            } else {
+                // SAFETY: the run's blocks are ours to give away.
+                unsafe { push_remote(run_meta, run_first, run_last) };
+                run_meta = meta;
+                run_first = p;
+                run_last = p;
+            }
+            p = next;
+        }
+        // SAFETY: as above.
+        unsafe { push_remote(run_meta, run_first, run_last) };
+        self.add_out(-((count * block_size(c)) as isize));
+    }
+
+    /// After blocks came back to `meta`: release it when empty, else make it findable.
+    fn after_return(&self, ss: &SuperSlab, meta: &SlabMeta) {
+        if meta.used() == 0 {
+            self.release_slab(ss, meta);
+        } else if !meta.in_partial() {
+            self.push_partial(meta.class() as usize, meta);
+        }
+    }
+
+    /// Drain the remote lists flagged in our superslabs; true if any block came home.
+    fn collect_pending(&self) -> bool {
+        let mut found = false;
+        let mut ss = self.owned.get();
+        while !ss.is_null() {
+            // SAFETY: owned superslabs are live; we own them.
+            let s = unsafe { &*ss };
+            let next = s.next.get();
+            let mut bits = s.take_pending();
+            while bits != 0 {
+                let i = bits.trailing_zeros() as usize;
+                bits &= bits - 1;
+                if s.header.class_map[i].load(Ordering::Relaxed) == MAP_FREE {
+                    continue; // stale bit of a slab released since
+                }
+                let meta = s.meta(i);
+                // SAFETY: we own the slab.
+                if unsafe { meta.collect_remote() } > 0 {
+                    found = true;
+                    self.after_return(s, meta);
+                }
+            }
+            ss = next;
+        }
+        found
+    }
+
+    /// A new slab of class `c`: carved from an owned superslab, else from an adopted or
+    /// pooled one. Null when the OS refuses memory.
+    fn new_slab(&self, c: Class) -> *mut SlabMeta {
+        let mut ss = self.owned.get();
+        while !ss.is_null() {
+            // SAFETY: we own it.
+            let s = unsafe { &*ss };
+            let meta = s.carve_slab(c);
+            if !meta.is_null() {
+                return meta;
+            }
+            ss = s.next.get();
+        }
+        loop {
+            let adopted = pool::adopt();
+            if adopted.is_null() {
+                break;
+            }
+            self.take_over(adopted);
+            // SAFETY: we own it now.
+            let meta = unsafe { (*adopted).carve_slab(c) };
+            if !meta.is_null() {
+                return meta;
+            }
+            if !self.partial[c].get().is_null() {
+                // The adopted superslab had partial slabs of our class: use one.
+                let m = self.partial[c].get();
+                // SAFETY: on our partial list.
+                self.unlink_partial(c, unsafe { &*m });
+                return m;
+            }
+        }
+        let fresh = pool::acquire();
+        if fresh.is_null() {
+            return null_mut();
+        }
+        self.link_owned(fresh);
+        // SAFETY: an empty superslab we own.
+        unsafe { (*fresh).carve_slab(c) }
+    }
+
+    /// Become the owner of an abandoned superslab and sort its slabs into our lists.
+    fn take_over(&self, ss: *mut SuperSlab) {
+        self.link_owned(ss);
+        // SAFETY: adopted, so ours alone.
+        let s = unsafe { &*ss };
+        s.take_pending();
+        let mut i = 1;
+        while i < SLABS {
+            let e = s.header.class_map[i].load(Ordering::Relaxed);
+            if e == MAP_FREE {
+                i += 1;
+                continue;
+            }
+            let meta = s.meta(i);
+            meta.set_in_partial(false);
+            // SAFETY: we own the slab now.
+            unsafe { meta.collect_remote() };
+            i += crate::size_class::span_slabs(e as usize);
+            if meta.used() == 0 {
+                s.release_slab(meta);
+            } else if meta.has_free() {
+                self.push_partial(e as usize, meta);
+            }
+        }
+    }
+
+    fn link_owned(&self, ss: *mut SuperSlab) {
+        // SAFETY: `ss` is ours alone.
+        let s = unsafe { &*ss };
+        s.owner
+            .store(self as *const Heap as *mut Heap, Ordering::Release);
+        let head = self.owned.get();
+        s.prev.set(null_mut());
+        s.next.set(head);
+        if !head.is_null() {
+            // SAFETY: owned superslabs are live.
+            unsafe { (*head).prev.set(ss) };
+        }
+        self.owned.set(ss);
+        self.owned_count.set(self.owned_count.get() + 1);
+    }
+
+    fn unlink_owned(&self, s: &SuperSlab) {
+        let (prev, next) = (s.prev.get(), s.next.get());
+        if prev.is_null() {
+            self.owned.set(next);
+        } else {
+            // SAFETY: neighbours on our list are live.
+            unsafe { (*prev).next.set(next) };
+        }
+        if !next.is_null() {
+            // SAFETY: as above.
+            unsafe { (*next).prev.set(prev) };
+        }
+        self.owned_count.set(self.owned_count.get() - 1);
+    }
+
+    /// An empty slab goes back to its superslab; a superslab left empty goes back to the
+    /// pool, unless it is the only one we own.
+    fn release_slab(&self, ss: &SuperSlab, meta: &SlabMeta) {
+        if meta.in_partial() {
+            self.unlink_partial(meta.class() as usize, meta);
+        }
+        ss.release_slab(meta);
+        if ss.is_empty() && self.owned_count.get() > 1 {
+            self.unlink_owned(ss);
+            // SAFETY: empty (every slab's `used` was 0, so no remote push is pending).
+            unsafe { pool::release_empty(ss as *const SuperSlab as *mut SuperSlab) };
+        }
+    }
+
+    fn push_partial(&self, c: Class, meta: &SlabMeta) {
+        let m = meta as *const SlabMeta as *mut SlabMeta;
+        let head = self.partial[c].get();
+        meta.prev.set(null_mut());
+        meta.next.set(head);
+        if !head.is_null() {
+            // SAFETY: slabs on our lists are live.
+            unsafe { (*head).prev.set(m) };
+        }
+        self.partial[c].set(m);
+        meta.set_in_partial(true);
+    }
+
+    fn unlink_partial(&self, c: Class, meta: &SlabMeta) {
+        let (prev, next) = (meta.prev.get(), meta.next.get());
+        if prev.is_null() {
+            self.partial[c].set(next);
+        } else {
+            // SAFETY: slabs on our lists are live.
+            unsafe { (*prev).next.set(next) };
+        }
+        if !next.is_null() {
+            // SAFETY: as above.
+            unsafe { (*next).prev.set(prev) };
+        }
+        meta.set_in_partial(false);
+    }
+
+    /// The thread is gone: give every superslab back (empty ones to the pool's cache,
+    /// others abandoned for adoption) and put the heap back in the heap pool. The thread's
+    /// cached blocks must have been flushed first.
+    ///
+    /// # Safety
+    /// Called once by the owning thread, which does not use the heap afterwards.
+    pub unsafe fn retire(&self) {
+        // Bring every remote block home so that empty slabs are seen as empty.
+        let mut ss = self.owned.get();
+        while !ss.is_null() {
+            // SAFETY: owned superslabs are live.
+            let s = unsafe { &*ss };
+            let next = s.next.get();
+            s.take_pending();
+            let mut i = 1;
+            while i < SLABS {
+                let e = s.header.class_map[i].load(Ordering::Relaxed);
+                if e == MAP_FREE {
+                    i += 1;
+                    continue;
+                }
+                let meta = s.meta(i);
+                i += crate::size_class::span_slabs(e as usize);
+                // SAFETY: we own the slab.
+                unsafe { meta.collect_remote() };
+                meta.set_in_partial(false);
+                if meta.used() == 0 {
+                    s.release_slab(meta);
+                }
+            }
+            if s.is_empty() {
+                // SAFETY: empty, and ours to give.
+                unsafe { pool::release_empty(ss) };
+            } else {
+                // SAFETY: ours to give; the adopter rebuilds its lists.
+                unsafe { pool::abandon(ss) };
+            }
+            ss = next;
+        }
+        self.owned.set(null_mut());
+        self.owned_count.set(0);
+        for p in &self.partial {
+            p.set(null_mut());
+        }
+        let mut pool = HEAPS.lock();
+        self.next_free.set(pool.free);
+        pool.free = self as *const Heap as *mut Heap;
+    }
+}
+
+/// Push a run of blocks onto the remote list of `meta` (nothing if the run is empty).
+///
+/// # Safety
+/// The run's blocks belong to the caller and to the slab of `meta`.
+unsafe fn push_remote(meta: *const SlabMeta, first: *mut Block, last: *mut Block) {
+    if meta.is_null() {
+        return;
+    }
+    // SAFETY: a block we hold keeps its slab (and superslab) alive.
+    unsafe {
+        (*meta).remote.push_chain(first, last);
+        (*SuperSlab::of(first as usize)).mark_remote(&*meta);
+    }
+}
+
+/// Lock or unlock the heap pool across `fork`.
+pub(crate) fn lock_for_fork() {
+    HEAPS.lock_forever();
+}
+
+/// # Safety
+/// After [`lock_for_fork`].
+pub(crate) unsafe fn unlock_after_fork() {
+    // SAFETY: by the caller.
+    unsafe { HEAPS.force_unlock() };
+}

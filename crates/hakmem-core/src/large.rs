@@ -1,0 +1,321 @@
+//! Large blocks (over 64 KiB, or alignment the slabs cannot give): each is its own
+//! mapping, starting on a chunk boundary with a [`LargeHeader`], the user's bytes at
+//! `offset` from the start.
+//!
+//! ```text
+//!  chunk base                        base + offset                     base + map_size
+//!  | LargeHeader (class_map all LARGE) ... | user bytes ...                       |
+//! ```
+//!
+//! `offset` is 128, or the alignment when larger (at most [`MAX_ALIGN`]), so the user
+//! pointer always lies in the first chunk and `free` finds the header by masking.
+//! `realloc` grows or moves the mapping with `mremap`, never copying. Freed mappings are
+//! kept in a small cache (bounded by the profile) so that a program cycling through large
+//! buffers does not pay `mmap`, `munmap` and page faults every time.
+
+use crate::chunk_map::{self, CHUNK_SIZE};
+use crate::config;
+use crate::os::{self, PAGE_SIZE};
+use crate::superslab::{ChunkHeader, MAP_LARGE};
+use crate::sync::{AtomicUsize, Ordering, SpinLock};
+use core::ptr::null_mut;
+
+/// Largest alignment served (the user pointer must stay in the first chunk).
+pub const MAX_ALIGN: usize = CHUNK_SIZE / 2;
+const MIN_OFFSET: usize = 128;
+const MAGIC: usize = 0x6861_6b6d_656d_4c47; // "hakmemLG"
+
+/// Header of a large mapping.
+///
+/// Invariant: `magic == MAGIC ^ base` while the mapping is handed out (so a stale or
+/// foreign pointer is told apart), `offset + usable <= map_size`.
+#[repr(C)]
+pub struct LargeHeader {
+    header: ChunkHeader,
+    magic: usize,
+    map_size: usize,
+    offset: usize,
+}
+
+const _: () = assert!(core::mem::size_of::<LargeHeader>() <= MIN_OFFSET);
+
+/// Bytes handed out in large blocks (their whole mappings).
+pub static LARGE_BYTES: AtomicUsize = AtomicUsize::new(0);
+
+#[derive(Clone, Copy)]
+struct Cached {
+    base: usize,
+    map_size: usize,
+}
+
+struct Cache {
+    entries: [Cached; 16],
+    len: usize,
+    bytes: usize,
+}
+
+static CACHE: SpinLock<Cache> = SpinLock::new(Cache {
+    entries: [Cached {
+        base: 0,
+        map_size: 0,
+    }; 16],
+    len: 0,
+    bytes: 0,
+});
+
+fn offset_for(align: usize) -> usize {
+    if align > MIN_OFFSET {
+        align
+    } else {
+        MIN_OFFSET
+    }
+}
+
+/// A large block of at least `size` bytes aligned to `align`; `(ptr, zeroed)`, where
+/// `zeroed` says the bytes are known to be zero (a fresh mapping). Null on failure.
+pub fn alloc(size: usize, align: usize) -> (*mut u8, bool) {
+    if align > MAX_ALIGN {
+        return (null_mut(), false);
+    }
+    let offset = offset_for(align);
+    let Some(need) = size
+        .checked_add(offset)
+        .and_then(|n| os::round_up(n, PAGE_SIZE))
+    else {
+        return (null_mut(), false);
+    };
+    if need > isize::MAX as usize / 2 {
+        return (null_mut(), false);
+    }
+    let (base, map_size, fresh) = match take_cached(need) {
+        Some(c) => (c.base, c.map_size, false),
+        None => {
+            let p = os::map_aligned(need, CHUNK_SIZE);
+            if p.is_null() {
+                return (null_mut(), false);
+            }
+            (p as usize, need, true)
+        }
+    };
+    // SAFETY: the mapping is ours and at least MIN_OFFSET bytes long.
+    unsafe { write_header(base, map_size, offset) };
+    if fresh {
+        chunk_map::insert(base);
+    }
+    LARGE_BYTES.fetch_add(map_size, Ordering::Relaxed);
+    ((base + offset) as *mut u8, fresh)
+}
+
+/// # Safety
+/// `[base, base + MIN_OFFSET)` is ours to write.
+unsafe fn write_header(base: usize, map_size: usize, offset: usize) {
+    let h = base as *mut LargeHeader;
+    // SAFETY: by the caller.
+    unsafe {
+        for e in (*h).header.class_map.iter() {
+            e.store(MAP_LARGE, Ordering::Relaxed);
+        }
+        (*h).magic = MAGIC ^ base;
+        (*h).map_size = map_size;
+        (*h).offset = offset;
+    }
+}
+
+/// The header of the large block `p`, if `p` is exactly the user pointer of a live one.
+///
+/// # Safety
+/// The chunk of `p` holds a hakmem header whose class map says LARGE.
+pub unsafe fn header_of(p: *mut u8) -> Option<&'static LargeHeader> {
+    let base = chunk_map::chunk_base(p as usize);
+    // SAFETY: by the caller, a large header is mapped at `base`.
+    let h = unsafe { &*(base as *const LargeHeader) };
+    (h.magic == MAGIC ^ base && base + h.offset == p as usize).then_some(h)
+}
+
+impl LargeHeader {
+    fn base(&self) -> usize {
+        self as *const _ as usize
+    }
+
+    /// Bytes usable from the user pointer.
+    pub fn usable(&self) -> usize {
+        self.map_size - self.offset
+    }
+
+    /// Alignment the block was created with (at least 16).
+    pub fn offset(&self) -> usize {
+        self.offset
+    }
+}
+
+/// Free the large block whose header is `h`.
+///
+/// # Safety
+/// `h` came from [`header_of`] for a block the caller gives up.
+pub unsafe fn free(h: &LargeHeader) {
+    let base = h.base();
+    let map_size = h.map_size;
+    // SAFETY: the header is ours until the mapping is cached or unmapped.
+    unsafe { (*(base as *mut LargeHeader)).magic = 0 };
+    LARGE_BYTES.fetch_sub(map_size, Ordering::Relaxed);
+    let policy = config::current();
+    if map_size <= policy.large_cache_bytes / 4 {
+        if let Some(how) = policy.decommit {
+            // SAFETY: our mapping; nothing past the header page is needed.
+            unsafe { os::decommit((base + PAGE_SIZE) as *mut u8, map_size - PAGE_SIZE, how) };
+        }
+        let evicted = put_cached(Cached { base, map_size }, &policy);
+        if let Some(e) = evicted {
+            // SAFETY: evicted mappings are ours and unused.
+            unsafe { unmap(e) };
+        }
+        return;
+    }
+    // SAFETY: nothing refers to the mapping any more.
+    unsafe { unmap(Cached { base, map_size }) };
+}
+
+/// # Safety
+/// The mapping is ours and unused.
+unsafe fn unmap(c: Cached) {
+    chunk_map::remove(c.base);
+    // SAFETY: by the caller.
+    unsafe { os::unmap(c.base as *mut u8, c.map_size) };
+}
+
+/// A cached mapping of at least `need` bytes and at most twice that.
+fn take_cached(need: usize) -> Option<Cached> {
+    let mut cache = CACHE.lock();
+    let mut best: Option<usize> = None;
+    for i in 0..cache.len {
+        let m = cache.entries[i].map_size;
+        if m >= need && m / 2 <= need && best.is_none_or(|b| m < cache.entries[b].map_size) {
+            best = Some(i);
+        }
+    }
+    let i = best?;
+    let c = cache.entries[i];
+    let last = cache.len - 1;
+    cache.entries[i] = cache.entries[last];
+    cache.len = last;
+    cache.bytes -= c.map_size;
+    Some(c)
+}
+
+/// Cache `c`; returns what must be unmapped (an evicted entry, or `c` itself if it does
+/// not fit the policy).
+fn put_cached(c: Cached, policy: &config::Policy) -> Option<Cached> {
+    let max = policy.large_cache_entries.min(16);
+    if max == 0 {
+        return Some(c);
+    }
+    let mut cache = CACHE.lock();
+    let mut evicted = None;
+    if cache.len == max || cache.bytes + c.map_size > policy.large_cache_bytes {
+        if cache.len == 0 {
+            return Some(c);
+        }
+        // Evict the oldest (index 0), keeping the order of the rest roughly by age.
+        let old = cache.entries[0];
+        let last = cache.len - 1;
+        cache.entries.copy_within(1..=last, 0);
+        cache.len = last;
+        cache.bytes -= old.map_size;
+        evicted = Some(old);
+        if cache.bytes + c.map_size > policy.large_cache_bytes {
+            drop(cache);
+            // SAFETY: the evicted mapping is unused.
+            if let Some(e) = evicted {
+                unsafe { unmap(e) };
+            }
+            return Some(c);
+        }
+    }
+    let n = cache.len;
+    cache.entries[n] = c;
+    cache.len += 1;
+    cache.bytes += c.map_size;
+    evicted
+}
+
+/// Resize the large block with header `h` to hold `new_size` bytes, in place or by moving
+/// the mapping (no copy). Null on failure, the block untouched.
+///
+/// # Safety
+/// `h` came from [`header_of`] for a block the caller owns.
+pub unsafe fn realloc(h: &LargeHeader, new_size: usize) -> *mut u8 {
+    let base = h.base();
+    let (offset, old_map) = (h.offset, h.map_size);
+    let Some(need) = new_size
+        .checked_add(offset)
+        .and_then(|n| os::round_up(n, PAGE_SIZE))
+    else {
+        return null_mut();
+    };
+    if need > isize::MAX as usize / 2 {
+        return null_mut();
+    }
+    if need <= old_map {
+        if need < old_map / 2 {
+            // SAFETY: the tail past `need` holds nothing the block still needs.
+            unsafe { os::shrink(base as *mut u8, old_map, need) };
+            // SAFETY: our header.
+            unsafe { (*(base as *mut LargeHeader)).map_size = need };
+            LARGE_BYTES.fetch_sub(old_map - need, Ordering::Relaxed);
+        }
+        return (base + offset) as *mut u8;
+    }
+    // Grow a little more than asked, so that repeated growth does not remap every time.
+    let target = os::round_up(need + need / 8, PAGE_SIZE).unwrap_or(need);
+    // SAFETY: the whole mapping is ours.
+    let moved = unsafe { os::remap_aligned(base as *mut u8, old_map, target, CHUNK_SIZE) };
+    if moved.is_null() {
+        return null_mut();
+    }
+    let new_base = moved as usize;
+    if new_base != base {
+        chunk_map::remove(base);
+        chunk_map::insert(new_base);
+    }
+    // SAFETY: the header moved with the mapping.
+    unsafe {
+        (*(new_base as *mut LargeHeader)).map_size = target;
+        (*(new_base as *mut LargeHeader)).magic = MAGIC ^ new_base;
+    }
+    LARGE_BYTES.fetch_add(target - old_map, Ordering::Relaxed);
+    (new_base + offset) as *mut u8
+}
+
+/// Unmap every cached mapping (for `trim`).
+pub fn trim() {
+    loop {
+        let c = {
+            let mut cache = CACHE.lock();
+            if cache.len == 0 {
+                return;
+            }
+            cache.len -= 1;
+            let c = cache.entries[cache.len];
+            cache.bytes -= c.map_size;
+            c
+        };
+        // SAFETY: cached mappings are unused.
+        unsafe { unmap(c) };
+    }
+}
+
+/// Bytes held in the cache of freed mappings.
+pub fn cached_bytes() -> usize {
+    CACHE.lock().bytes
+}
+
+pub(crate) fn lock_for_fork() {
+    CACHE.lock_forever();
+}
+
+/// # Safety
+/// After [`lock_for_fork`].
+pub(crate) unsafe fn unlock_after_fork() {
+    // SAFETY: by the caller.
+    unsafe { CACHE.force_unlock() };
+}

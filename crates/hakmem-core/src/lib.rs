@@ -1,0 +1,362 @@
+//! hakmem-core: the allocator, without `std`.
+//!
+//! Layers, each using only the ones above it:
+//!
+//! 1. [`os`]: `mmap` / `munmap` / `madvise` / `mremap`, counted; [`sync`]: atomics, spin lock.
+//! 2. [`chunk_map`]: which 4 MiB chunks are ours. [`size_class`]: sizes to classes.
+//! 3. [`superslab`] and [`remote`]: 4 MiB superslabs carved into slabs; lock-free remote
+//!    frees. [`large`]: one mapping per large block.
+//! 4. [`pool`]: superslabs nobody owns (empty cache, abandoned).
+//! 5. [`heap`]: a thread's slabs and superslabs; batch refill and flush.
+//! 6. [`thread_cache`] (in [`tls`]): per-class free stacks, the fast path.
+//! 7. This module: the entry points, `alloc` / `dealloc` / `realloc` / `free` / ...;
+//!    [`process`]: one-time set-up, thread exit, fork.
+//!
+//! See docs/ARCHITECTURE.md for the path of an allocation and of a free.
+#![cfg_attr(not(test), no_std)]
+#![cfg_attr(feature = "nightly", feature(thread_local))]
+#![deny(unsafe_op_in_unsafe_fn)]
+
+pub mod chunk_map;
+pub mod config;
+pub mod heap;
+pub mod large;
+pub mod os;
+pub mod pool;
+pub mod process;
+pub mod remote;
+pub mod size_class;
+pub mod stats;
+pub mod superslab;
+pub mod sync;
+pub mod thread_cache;
+pub mod tls;
+
+pub use config::Profile;
+pub use stats::Stats;
+
+use size_class::{block_size, class_for, Class, MIN_ALIGN, NUM_CLASSES};
+use superslab::{ChunkHeader, MAP_FREE, MAP_HEADER, MAP_LARGE};
+
+/// Allocate `size` bytes aligned to `align` (a power of two). Null when memory is
+/// exhausted or the request cannot be met (alignment over [`large::MAX_ALIGN`], size near
+/// `isize::MAX`).
+#[inline(always)]
+pub fn alloc(size: usize, align: usize) -> *mut u8 {
+    match class_for(size, align) {
+        // SAFETY: `class_for` returns classes in range.
+        Some(c) => unsafe { thread_cache::alloc(c) },
+        None => large::alloc(size, align).0,
+    }
+}
+
+/// As [`alloc`], with the bytes zeroed. Fresh large mappings are not cleared again.
+#[inline]
+pub fn alloc_zeroed(size: usize, align: usize) -> *mut u8 {
+    match class_for(size, align) {
+        Some(c) => {
+            // SAFETY: `class_for` returns classes in range.
+            let p = unsafe { thread_cache::alloc(c) };
+            if !p.is_null() {
+                // SAFETY: the block holds at least `size` bytes.
+                unsafe { core::ptr::write_bytes(p, 0, size) };
+            }
+            p
+        }
+        None => {
+            let (p, zeroed) = large::alloc(size, align);
+            if !p.is_null() && !zeroed {
+                // SAFETY: the block holds at least `size` bytes.
+                unsafe { core::ptr::write_bytes(p, 0, size) };
+            }
+            p
+        }
+    }
+}
+
+/// Free a block whose request `(size, align)` the caller still knows (Rust's `dealloc`):
+/// the class comes from the size, with no lookup.
+///
+/// # Safety
+/// `p` came from [`alloc`] / [`alloc_zeroed`] / [`realloc`] with this `size` and `align`
+/// and is not used afterwards.
+#[inline(always)]
+pub unsafe fn dealloc(p: *mut u8, size: usize, align: usize) {
+    match class_for(size, align) {
+        // SAFETY: by the caller, `p` is a block of class `c`.
+        Some(c) => unsafe { thread_cache::free(p, c) },
+        // SAFETY: by the caller, `p` is a large block.
+        None => unsafe { free_large(p) },
+    }
+}
+
+#[cold]
+unsafe fn free_large(p: *mut u8) {
+    // SAFETY: by the caller, a live large block.
+    match unsafe { large::header_of(p) } {
+        // SAFETY: the header is the block's.
+        Some(h) => unsafe { large::free(h) },
+        None => report_misuse(p, Misuse::InvalidFree, None),
+    }
+}
+
+/// Resize a block whose request `(old_size, align)` the caller knows. The block stays in
+/// place when the new size falls in the same class, and large blocks grow with `mremap`.
+/// Null on failure, the old block untouched.
+///
+/// # Safety
+/// As for [`dealloc`]; on success the old pointer is not used afterwards.
+pub unsafe fn realloc(p: *mut u8, old_size: usize, align: usize, new_size: usize) -> *mut u8 {
+    let old = class_for(old_size, align);
+    let new = class_for(new_size, align);
+    match (old, new) {
+        (Some(a), Some(b)) if a == b => p,
+        (None, None) => {
+            // SAFETY: by the caller, a live large block.
+            match unsafe { large::header_of(p) } {
+                // Only move in place when the alignment is the block's own.
+                // SAFETY: the header is the block's.
+                Some(h) if h.offset() == large_offset(align) => unsafe {
+                    large::realloc(h, new_size)
+                },
+                // SAFETY: by the caller.
+                _ => unsafe { move_block(p, old_size, align, new_size) },
+            }
+        }
+        // SAFETY: by the caller.
+        _ => unsafe { move_block(p, old_size, align, new_size) },
+    }
+}
+
+fn large_offset(align: usize) -> usize {
+    align.max(128)
+}
+
+/// Allocate anew, copy, free the old block.
+///
+/// # Safety
+/// As for [`realloc`].
+unsafe fn move_block(p: *mut u8, old_size: usize, align: usize, new_size: usize) -> *mut u8 {
+    let q = alloc(new_size, align);
+    if !q.is_null() {
+        // SAFETY: both blocks hold at least the bytes copied and do not overlap.
+        unsafe {
+            core::ptr::copy_nonoverlapping(p, q, old_size.min(new_size));
+            dealloc(p, old_size, align);
+        }
+    }
+    q
+}
+
+/// What a pointer is, to hakmem.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Owner {
+    /// A block of a size class (`usable` bytes).
+    Small { class: Class, usable: usize },
+    /// A large mapping (`usable` bytes).
+    Large { usable: usize },
+    /// Not a pointer hakmem handed out: outside every chunk hakmem mapped.
+    Foreign,
+    /// Inside hakmem's memory but not the start of a live block.
+    Invalid,
+}
+
+/// Classify `p` with one bitmap load and one header load; never faults for any `p`.
+pub fn owner(p: *const u8) -> Owner {
+    let addr = p as usize;
+    if !chunk_map::contains(addr) {
+        return Owner::Foreign;
+    }
+    // SAFETY: the chunk map says a header is mapped at the chunk base.
+    let entry = unsafe { (*ChunkHeader::of(addr)).entry(addr) };
+    match entry {
+        MAP_FREE | MAP_HEADER => Owner::Invalid,
+        // SAFETY: a large header is mapped at the chunk base.
+        MAP_LARGE => match unsafe { large::header_of(p as *mut u8) } {
+            Some(h) => Owner::Large { usable: h.usable() },
+            None => Owner::Invalid,
+        },
+        c if (c as usize) < NUM_CLASSES => Owner::Small {
+            class: c as Class,
+            usable: block_size(c as Class),
+        },
+        _ => Owner::Invalid,
+    }
+}
+
+/// Free a block without knowing its size (C's `free`). A null pointer is ignored; a
+/// pointer hakmem did not hand out is reported on stderr and the process aborts.
+///
+/// # Safety
+/// `p` is null or a live block from this allocator that the caller gives up.
+#[inline]
+pub unsafe fn free(p: *mut u8) {
+    if p.is_null() {
+        return;
+    }
+    match owner(p) {
+        // SAFETY: a live block of class `class`, by the caller.
+        Owner::Small { class, .. } => unsafe { thread_cache::free(p, class) },
+        // SAFETY: `owner` validated the header.
+        Owner::Large { .. } => unsafe { free_large(p) },
+        Owner::Foreign => report_misuse(p, Misuse::ForeignFree, None),
+        Owner::Invalid => report_misuse(p, Misuse::InvalidFree, None),
+    }
+}
+
+/// Bytes usable in the block at `p` (0 for null or a pointer that is not a live block).
+pub fn usable_size(p: *const u8) -> usize {
+    match owner(p) {
+        Owner::Small { usable, .. } | Owner::Large { usable } => usable,
+        _ => 0,
+    }
+}
+
+/// Resize a block without knowing its size (C's `realloc`, alignment 16). `p` null
+/// allocates. Null on failure, the old block untouched.
+///
+/// # Safety
+/// `p` is null or a live block from this allocator; on success it is not used afterwards.
+pub unsafe fn realloc_unsized(p: *mut u8, new_size: usize) -> *mut u8 {
+    if p.is_null() {
+        return alloc(new_size, MIN_ALIGN);
+    }
+    match owner(p) {
+        Owner::Small { class, usable } => {
+            if class_for(new_size, MIN_ALIGN) == Some(class) {
+                return p;
+            }
+            let q = alloc(new_size, MIN_ALIGN);
+            if !q.is_null() {
+                // SAFETY: both blocks hold the bytes copied; `p` is the caller's.
+                unsafe {
+                    core::ptr::copy_nonoverlapping(p, q, usable.min(new_size));
+                    thread_cache::free(p, class);
+                }
+            }
+            q
+        }
+        Owner::Large { usable } => {
+            // SAFETY: `owner` validated the header.
+            let h = unsafe { large::header_of(p) }.expect("validated");
+            if class_for(new_size, MIN_ALIGN).is_none() {
+                // SAFETY: the header is the block's.
+                return unsafe { large::realloc(h, new_size) };
+            }
+            let q = alloc(new_size, MIN_ALIGN);
+            if !q.is_null() {
+                // SAFETY: both blocks hold the bytes copied.
+                unsafe {
+                    core::ptr::copy_nonoverlapping(p, q, usable.min(new_size));
+                    large::free(h);
+                }
+            }
+            q
+        }
+        Owner::Foreign => report_misuse(p, Misuse::ForeignRealloc, None),
+        Owner::Invalid => report_misuse(p, Misuse::InvalidFree, None),
+    }
+}
+
+/// Give cached free memory back to the OS now: the calling thread's cached blocks, empty
+/// superslabs in the pool, cached large mappings. Other threads keep their caches.
+pub fn trim() {
+    thread_cache::flush_all();
+    pool::trim();
+    large::trim();
+}
+
+/// A snapshot of the statistics.
+pub fn stats() -> Stats {
+    stats::snapshot()
+}
+
+/// Choose the memory profile (before the first allocation, ideally).
+pub fn set_profile(p: Profile) {
+    process::set_profile(p);
+}
+
+/// Kinds of misuse hakmem reports.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Misuse {
+    ForeignFree,
+    ForeignRealloc,
+    InvalidFree,
+    DoubleFree,
+}
+
+/// Report misuse of the allocator on stderr, naming the pointer, then abort. Never
+/// allocates.
+#[cold]
+pub fn report_misuse(p: *const u8, kind: Misuse, class: Option<Class>) -> ! {
+    let what: &[u8] = match kind {
+        Misuse::ForeignFree => b"free of a pointer hakmem never handed out",
+        Misuse::ForeignRealloc => b"realloc of a pointer hakmem never handed out",
+        Misuse::InvalidFree => {
+            b"free of a pointer that is not the start of a live block (invalid or interior pointer)"
+        }
+        Misuse::DoubleFree => b"double free",
+    };
+    let mut buf = [0u8; 256];
+    let mut w = Writer {
+        buf: &mut buf,
+        len: 0,
+    };
+    w.put(b"hakmem: ");
+    w.put(what);
+    w.put(b": pointer 0x");
+    w.hex(p as usize);
+    if let Some(c) = class {
+        w.put(b" (size class ");
+        w.dec(c);
+        w.put(b", block ");
+        w.dec(block_size(c));
+        w.put(b" bytes)");
+    }
+    w.put(b"\n");
+    let len = w.len;
+    os::write_stderr(&buf[..len]);
+    os::abort()
+}
+
+/// A fixed buffer to format messages into without allocating.
+struct Writer<'a> {
+    buf: &'a mut [u8],
+    len: usize,
+}
+
+impl Writer<'_> {
+    fn put(&mut self, s: &[u8]) {
+        let n = s.len().min(self.buf.len() - self.len);
+        self.buf[self.len..self.len + n].copy_from_slice(&s[..n]);
+        self.len += n;
+    }
+
+    fn hex(&mut self, mut v: usize) {
+        let mut tmp = [0u8; 16];
+        let mut i = tmp.len();
+        loop {
+            i -= 1;
+            tmp[i] = b"0123456789abcdef"[v & 15];
+            v >>= 4;
+            if v == 0 {
+                break;
+            }
+        }
+        self.put(&tmp[i..]);
+    }
+
+    fn dec(&mut self, mut v: usize) {
+        let mut tmp = [0u8; 20];
+        let mut i = tmp.len();
+        loop {
+            i -= 1;
+            tmp[i] = b'0' + (v % 10) as u8;
+            v /= 10;
+            if v == 0 {
+                break;
+            }
+        }
+        self.put(&tmp[i..]);
+    }
+}

@@ -1,0 +1,118 @@
+//! Process-wide set-up, done once and without allocating through ourselves: the profile
+//! from `HAKMEM_PROFILE`, the thread-exit hook, and the `fork` handlers.
+//!
+//! Thread exit: a `pthread_key_create` key whose destructor flushes the thread's cache
+//! and retires its heap. Creating the key allocates nothing; setting its value may (glibc
+//! allocates key storage past the first 32 keys), so it is done after the thread is set
+//! up, when a nested allocation simply takes the normal path. std's own thread-local
+//! destructors would register through `__cxa_thread_atexit_impl`, which calls `calloc`:
+//! we avoid them.
+//!
+//! `fork`: a `pthread_atfork` prepare handler takes every global lock (heap pool,
+//! superslab pool, large cache) so that no lock is held mid-update when the child is
+//! created; both sides release them. The child's other threads are gone: their heaps'
+//! superslabs stay owned by heaps no thread uses (their blocks leak in the child, nothing
+//! is corrupted), and the forking thread carries on with its own.
+
+use crate::config::{self, Profile};
+use crate::heap::Heap;
+use crate::sync::{AtomicU8, AtomicUsize, Ordering};
+use crate::{large, os, pool, thread_cache};
+
+const UNINIT: u8 = 0;
+const RUNNING: u8 = 1;
+const READY: u8 = 2;
+
+static STATE: AtomicU8 = AtomicU8::new(UNINIT);
+/// The pthread key (valid once READY).
+static KEY: AtomicUsize = AtomicUsize::new(0);
+/// Whether the profile was set in code (then the environment is not read).
+static PROFILE_FROM_CODE: AtomicU8 = AtomicU8::new(0);
+
+/// Choose the profile in code; takes precedence over `HAKMEM_PROFILE`.
+pub fn set_profile(p: Profile) {
+    PROFILE_FROM_CODE.store(1, Ordering::Relaxed);
+    config::set_profile(p);
+}
+
+/// Set the process up once. Re-entry from the same thread while it runs (the set-up
+/// itself allocating) returns at once: nothing in the allocator depends on it being done.
+#[cold]
+pub fn init() {
+    if STATE.load(Ordering::Acquire) == READY {
+        return;
+    }
+    if STATE
+        .compare_exchange(UNINIT, RUNNING, Ordering::Acquire, Ordering::Acquire)
+        .is_err()
+    {
+        return; // another thread (or this one, re-entered) is on it
+    }
+    if PROFILE_FROM_CODE.load(Ordering::Relaxed) == 0 {
+        read_profile_from_env();
+    }
+    let mut key: libc::pthread_key_t = 0;
+    // SAFETY: `key` is a valid out-pointer and the destructor has the right signature.
+    if unsafe { libc::pthread_key_create(&mut key, Some(on_thread_exit)) } == 0 {
+        KEY.store(key as usize + 1, Ordering::Relaxed);
+    }
+    STATE.store(READY, Ordering::Release);
+    // May allocate (glibc keeps the handlers in a growing array): done after READY.
+    // SAFETY: the handlers are `extern "C" fn()` that only touch our locks.
+    unsafe { libc::pthread_atfork(Some(fork_prepare), Some(fork_parent), Some(fork_child)) };
+}
+
+fn read_profile_from_env() {
+    // SAFETY: getenv does not allocate; the string is NUL terminated and only read here.
+    let v = unsafe { libc::getenv(c"HAKMEM_PROFILE".as_ptr()) };
+    if v.is_null() {
+        return;
+    }
+    // SAFETY: a NUL-terminated C string from the environment.
+    let bytes = unsafe { core::ffi::CStr::from_ptr(v) }.to_bytes();
+    match Profile::parse(bytes) {
+        Some(p) => config::set_profile(p),
+        None => {
+            os::write_stderr(b"hakmem: unknown HAKMEM_PROFILE value (expected fast, balanced or lean); using fast\n");
+        }
+    }
+}
+
+/// Register the calling thread's heap with the thread-exit hook.
+pub fn on_thread_start(h: *mut Heap) {
+    let key = KEY.load(Ordering::Relaxed);
+    if key == 0 {
+        return; // no key: the thread's memory is left for adoption-less reuse
+    }
+    // SAFETY: a key we created; the value is only compared against null by glibc.
+    unsafe { libc::pthread_setspecific((key - 1) as libc::pthread_key_t, h.cast()) };
+}
+
+extern "C" fn on_thread_exit(_heap: *mut libc::c_void) {
+    // SAFETY: glibc runs key destructors on the exiting thread, outside any allocator call.
+    unsafe { thread_cache::teardown() };
+}
+
+extern "C" fn fork_prepare() {
+    crate::heap::lock_for_fork();
+    pool::lock_all();
+    large::lock_for_fork();
+}
+
+extern "C" fn fork_parent() {
+    // SAFETY: `fork_prepare` took these locks in this thread.
+    unsafe {
+        large::unlock_after_fork();
+        pool::unlock_all();
+        crate::heap::unlock_after_fork();
+    }
+}
+
+extern "C" fn fork_child() {
+    // SAFETY: the child is a copy of the parent right after `fork_prepare`.
+    unsafe {
+        large::unlock_after_fork();
+        pool::unlock_all();
+        crate::heap::unlock_after_fork();
+    }
+}

@@ -1,0 +1,209 @@
+//! Size classes: the map from a request `(size, align)` to a class, and each class's
+//! block size and slab span.
+//!
+//! Classes are multiples of 16 bytes: 16..=128 in steps of 16 (8 classes), then four
+//! classes per doubling up to [`MAX_SMALL_SIZE`] (64 KiB), 44 classes in all.
+//!
+//! Worst-case internal waste (block size minus request, over block size):
+//! - up to 128 B: at most 15 bytes (a 17 B request in a 32 B block is the worst ratio, 47 %);
+//! - above 128 B: under 20 % (a 129 B request in a 160 B block wastes 31/160 = 19.4 %,
+//!   a 1281 B request in 1536 B wastes 255/1536 = 16.6 %, the bound is (step - 1) / block
+//!   with step = block / 5 at the first class of each doubling).
+//!
+//! Every power of two from 16 to 64 KiB is a class, and a block of a power-of-two class
+//! sits at a multiple of its size inside its slab span (spans are 64 KiB aligned), which is
+//! how alignments above 16 are served (see [`class_for`]).
+
+/// Largest size served from slabs; anything larger is a large mapping.
+pub const MAX_SMALL_SIZE: usize = 64 * 1024;
+/// Largest request that takes the table lookup on the fast path.
+pub const TABLE_MAX: usize = 1024;
+/// Number of size classes.
+pub const NUM_CLASSES: usize = 44;
+/// Minimum alignment of every block.
+pub const MIN_ALIGN: usize = 16;
+
+/// A size class index, `0..NUM_CLASSES`.
+pub type Class = usize;
+
+const fn compute_block_sizes() -> [u32; NUM_CLASSES] {
+    let mut out = [0u32; NUM_CLASSES];
+    let mut i = 0;
+    while i < 8 {
+        out[i] = (16 * (i + 1)) as u32;
+        i += 1;
+    }
+    let mut base = 128u32;
+    while i < NUM_CLASSES {
+        let step = base / 4;
+        let mut k = 1;
+        while k <= 4 && i < NUM_CLASSES {
+            out[i] = base + step * k;
+            i += 1;
+            k += 1;
+        }
+        base *= 2;
+    }
+    out
+}
+
+/// Block size of each class, in bytes.
+pub static BLOCK_SIZE: [u32; NUM_CLASSES] = compute_block_sizes();
+
+const fn compute_table() -> [u8; TABLE_MAX / 16 + 1] {
+    let mut out = [0u8; TABLE_MAX / 16 + 1];
+    let mut slot = 0;
+    let sizes = compute_block_sizes();
+    while slot <= TABLE_MAX / 16 {
+        let size = if slot == 0 { 1 } else { slot * 16 };
+        let mut c = 0;
+        while (sizes[c] as usize) < size {
+            c += 1;
+        }
+        out[slot] = c as u8;
+        slot += 1;
+    }
+    out
+}
+
+/// `SMALL_TABLE[(size + 15) / 16]` is the class of `size` for `size <= TABLE_MAX`.
+static SMALL_TABLE: [u8; TABLE_MAX / 16 + 1] = compute_table();
+
+/// The class of a request of `size` bytes with alignment at most [`MIN_ALIGN`], or `None`
+/// when it is too large for slabs.
+#[inline(always)]
+pub fn class_of_size(size: usize) -> Option<Class> {
+    if size <= TABLE_MAX {
+        // (size + 15) / 16 <= 64: always in bounds.
+        Some(SMALL_TABLE[(size + 15) >> 4] as Class)
+    } else if size <= MAX_SMALL_SIZE {
+        Some(class_of_mid(size))
+    } else {
+        None
+    }
+}
+
+/// Class for `TABLE_MAX < size <= MAX_SMALL_SIZE`: four classes per doubling.
+#[inline]
+fn class_of_mid(size: usize) -> Class {
+    let s = size - 1;
+    let msb = (usize::BITS - 1 - s.leading_zeros()) as usize; // size in (2^msb, 2^(msb+1)]
+    let quarter = (s >> (msb - 2)) & 3; // which quarter of the doubling
+                                        // The doubling (128, 256] starts at class 8.
+    8 + (msb - 7) * 4 + quarter
+}
+
+/// The class of a request `(size, align)`, or `None` when it must be a large mapping.
+///
+/// For `align <= 16` this is [`class_of_size`]. For a larger alignment the size is raised
+/// to the power of two at least `max(size, align)`; blocks of power-of-two classes are
+/// aligned to their size.
+#[inline(always)]
+pub fn class_for(size: usize, align: usize) -> Option<Class> {
+    if align <= MIN_ALIGN {
+        class_of_size(size)
+    } else {
+        class_for_aligned(size, align)
+    }
+}
+
+#[inline]
+fn class_for_aligned(size: usize, align: usize) -> Option<Class> {
+    let s = if size > align { size } else { align };
+    if s > MAX_SMALL_SIZE {
+        return None;
+    }
+    class_of_size(s.next_power_of_two())
+}
+
+/// Block size of class `c`.
+#[inline(always)]
+pub fn block_size(c: Class) -> usize {
+    BLOCK_SIZE[c] as usize
+}
+
+/// How many slabs (of [`crate::superslab::SLAB_SIZE`]) one slab of class `c` spans: the
+/// smallest power of two that holds at least 8 blocks.
+#[inline]
+pub const fn span_slabs(c: Class) -> usize {
+    let need = BLOCK_SIZE[c] as usize * 8;
+    let mut n = 1;
+    while n * crate::superslab::SLAB_SIZE < need {
+        n *= 2;
+    }
+    n
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn block_sizes_are_increasing_multiples_of_16() {
+        assert_eq!(BLOCK_SIZE[0], 16);
+        assert_eq!(BLOCK_SIZE[NUM_CLASSES - 1] as usize, MAX_SMALL_SIZE);
+        for w in BLOCK_SIZE.windows(2) {
+            assert!(w[0] < w[1]);
+        }
+        for &b in BLOCK_SIZE.iter() {
+            assert_eq!(b % 16, 0);
+        }
+    }
+
+    #[test]
+    fn every_size_maps_to_the_smallest_fitting_class() {
+        for size in 0..=MAX_SMALL_SIZE {
+            let c = class_of_size(size).unwrap();
+            assert!(block_size(c) >= size, "size {size} class {c}");
+            if c > 0 {
+                assert!(block_size(c - 1) < size.max(1), "size {size} not smallest");
+            }
+        }
+        assert_eq!(class_of_size(MAX_SMALL_SIZE + 1), None);
+    }
+
+    #[test]
+    fn waste_is_bounded() {
+        for size in 129..=MAX_SMALL_SIZE {
+            let b = block_size(class_of_size(size).unwrap());
+            assert!((b - size) * 5 < b, "size {size} block {b}");
+        }
+        for size in 1..=128 {
+            let b = block_size(class_of_size(size).unwrap());
+            assert!(b - size < 16);
+        }
+    }
+
+    #[test]
+    fn powers_of_two_are_classes() {
+        let mut p = 16;
+        while p <= MAX_SMALL_SIZE {
+            assert_eq!(block_size(class_of_size(p).unwrap()), p);
+            p *= 2;
+        }
+    }
+
+    #[test]
+    fn aligned_requests_get_power_of_two_blocks() {
+        for align in [32usize, 64, 128, 4096, 65536] {
+            for size in [1usize, 17, 100, 1000, 5000, 65536] {
+                match class_for(size, align) {
+                    Some(c) => {
+                        let b = block_size(c);
+                        assert!(b.is_power_of_two() && b >= align && b >= size);
+                    }
+                    None => assert!(size.max(align) > MAX_SMALL_SIZE),
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn spans_hold_at_least_eight_blocks() {
+        for c in 0..NUM_CLASSES {
+            let n = span_slabs(c);
+            assert!(n * crate::superslab::SLAB_SIZE / block_size(c) >= 8);
+            assert!(n <= 8);
+        }
+    }
+}

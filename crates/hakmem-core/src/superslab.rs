@@ -1,0 +1,452 @@
+//! Superslabs and the slabs they are carved into.
+//!
+//! ```text
+//!  chunk base (4 MiB aligned)                                      + 4 MiB
+//!  | slab 0: header          | slab 1 | slab 2 ... slab 5 | ...   | slab 63 |
+//!  | class_map | fields | SlabMeta x 64 |        |  one span of 4 slabs   |         |
+//! ```
+//!
+//! A superslab is a 4 MiB chunk divided into 64 slabs of 64 KiB. Slab 0 holds the header
+//! (only its first two pages are ever touched); any other slab, or an aligned run of
+//! 2, 4 or 8 slabs (a *span*), serves one size class at a time, whatever the class: all
+//! classes share one pool of superslabs. The metadata of a span lives in the
+//! [`SlabMeta`] of its first slab.
+//!
+//! From a block's address: `chunk_base(p)` is its superslab, `(p >> SLAB_SHIFT) & 63` its
+//! slab, `class_map` of that slab its class, and the span's first slab is that index
+//! rounded down to the class's span length. No search anywhere.
+//!
+//! Ownership: each superslab is owned by one thread's [`Heap`](crate::heap::Heap) (its
+//! `owner`), or by nobody while it sits in the shared [`pool`](crate::pool). Only the owner
+//! touches the `Cell` fields of the superslab and its slabs. Other threads read
+//! `class_map` (stable while they hold a block of that slab), push onto a slab's
+//! `remote` list and set its bit in `remote_pending`.
+
+use crate::chunk_map::{CHUNK_SHIFT, CHUNK_SIZE};
+use crate::heap::Heap;
+use crate::remote::{Block, RemoteFreeList};
+use crate::size_class::{block_size, span_slabs, Class, NUM_CLASSES};
+use crate::sync::{AtomicPtr, AtomicU64, AtomicU8, Ordering};
+use core::cell::Cell;
+use core::ptr::null_mut;
+
+pub const SLAB_SHIFT: usize = 16;
+pub const SLAB_SIZE: usize = 1 << SLAB_SHIFT;
+pub const SLABS: usize = CHUNK_SIZE / SLAB_SIZE;
+/// Bits of the slabs that can serve blocks (all but slab 0).
+pub const USABLE_SLABS: u64 = !1;
+
+/// `class_map` value of a slab that serves no class.
+pub const MAP_FREE: u8 = 0xFF;
+/// `class_map` value of slab 0 (the header).
+pub const MAP_HEADER: u8 = 0xFE;
+/// `class_map` value of every entry of a large mapping's header.
+pub const MAP_LARGE: u8 = 0xFD;
+
+/// The first bytes of every chunk hakmem maps, superslab or large mapping: the class of
+/// each 64 KiB slab of the chunk, or one of the `MAP_*` markers.
+#[repr(C)]
+pub struct ChunkHeader {
+    pub class_map: [AtomicU8; SLABS],
+}
+
+impl ChunkHeader {
+    /// The header of the chunk that holds `addr`.
+    #[inline(always)]
+    pub fn of(addr: usize) -> *const ChunkHeader {
+        (addr & !(CHUNK_SIZE - 1)) as *const ChunkHeader
+    }
+
+    /// The `class_map` entry for `addr`.
+    #[inline(always)]
+    pub fn entry(&self, addr: usize) -> u8 {
+        self.class_map[(addr >> SLAB_SHIFT) & (SLABS - 1)].load(Ordering::Relaxed)
+    }
+}
+
+/// Metadata of one slab (or of a span: then it is the first slab's).
+///
+/// Invariant (owner's view): `used` = blocks handed out of this slab to thread caches or
+/// users, *including* blocks sitting on `remote` (they are counted back only when the
+/// owner takes them); `capacity - used` = blocks on `free` + blocks never carved
+/// (`(end - bump) / block_size`). So `used == 0` means every block is home and no other
+/// thread can still touch the slab.
+#[repr(C)]
+pub struct SlabMeta {
+    /// Blocks given back by the owner (owner only).
+    free: Cell<*mut Block>,
+    /// Next never-used block (owner only); blocks are carved lazily so untouched pages
+    /// stay out of RSS.
+    bump: Cell<usize>,
+    /// End of the last whole block of the span.
+    end: Cell<usize>,
+    used: Cell<u32>,
+    class: Cell<u8>,
+    /// Whether the slab is on its owner's partial list for its class.
+    in_partial: Cell<bool>,
+    /// Links of the owner's partial list.
+    pub next: Cell<*mut SlabMeta>,
+    pub prev: Cell<*mut SlabMeta>,
+    /// Blocks given back by other threads.
+    pub remote: RemoteFreeList,
+}
+
+/// Header of a superslab, at the start of its chunk.
+#[repr(C)]
+pub struct SuperSlab {
+    pub header: ChunkHeader,
+    /// Bit `i` set: slab `i`'s remote list may be non-empty (set by pushers after the
+    /// push, cleared by the owner before it drains).
+    pub remote_pending: AtomicU64,
+    /// The heap that owns this superslab, or null while it is in the pool.
+    pub owner: AtomicPtr<Heap>,
+    /// Bit `i` set iff slab `i` serves no class (owner only). Slab 0 is never free.
+    free_slabs: Cell<u64>,
+    /// Links of the owner's list of superslabs, or of a pool list.
+    pub next: Cell<*mut SuperSlab>,
+    pub prev: Cell<*mut SuperSlab>,
+    slabs: [SlabMeta; SLABS],
+}
+
+const _: () = assert!(core::mem::size_of::<SuperSlab>() <= SLAB_SIZE);
+
+/// Span length of each class, as a table for the free path.
+static SPAN: [u8; NUM_CLASSES] = {
+    let mut t = [0u8; NUM_CLASSES];
+    let mut c = 0;
+    while c < NUM_CLASSES {
+        t[c] = span_slabs(c) as u8;
+        c += 1;
+    }
+    t
+};
+
+impl SuperSlab {
+    /// The superslab holding `addr` (which must lie in a superslab).
+    #[inline(always)]
+    pub fn of(addr: usize) -> *mut SuperSlab {
+        (addr & !(CHUNK_SIZE - 1)) as *mut SuperSlab
+    }
+
+    #[inline(always)]
+    pub fn base(&self) -> usize {
+        self as *const _ as usize
+    }
+
+    /// Lay out a fresh or recycled chunk as an empty superslab owned by nobody.
+    ///
+    /// # Safety
+    /// `chunk` is a chunk-aligned mapping of `CHUNK_SIZE` bytes that nobody else uses.
+    pub unsafe fn init(chunk: *mut u8) -> *mut SuperSlab {
+        let ss = chunk as *mut SuperSlab;
+        // SAFETY: the chunk is ours and large enough for the header (checked above); all
+        // fields are valid when zero, then the class map is set.
+        unsafe {
+            core::ptr::write_bytes(chunk, 0, core::mem::size_of::<SuperSlab>());
+            let s = &*ss;
+            for e in s.header.class_map.iter() {
+                e.store(MAP_FREE, Ordering::Relaxed);
+            }
+            s.header.class_map[0].store(MAP_HEADER, Ordering::Relaxed);
+            s.free_slabs.set(USABLE_SLABS);
+        }
+        debug_assert_eq!(ss as usize >> CHUNK_SHIFT << CHUNK_SHIFT, ss as usize);
+        ss
+    }
+
+    /// Whether no slab serves a class.
+    pub fn is_empty(&self) -> bool {
+        self.free_slabs.get() == USABLE_SLABS
+    }
+
+    pub fn free_slabs(&self) -> u64 {
+        self.free_slabs.get()
+    }
+
+    /// Carve a span for class `c` out of the free slabs; null if there is no room.
+    /// The caller owns this superslab.
+    pub fn carve_slab(&self, c: Class) -> *mut SlabMeta {
+        let n = SPAN[c] as usize;
+        let Some(first) = find_span(self.free_slabs.get(), n) else {
+            return null_mut();
+        };
+        let mask = span_mask(first, n);
+        self.free_slabs.set(self.free_slabs.get() & !mask);
+        for i in first..first + n {
+            self.header.class_map[i].store(c as u8, Ordering::Relaxed);
+        }
+        let meta = &self.slabs[first];
+        let size = block_size(c);
+        let start = self.base() + first * SLAB_SIZE;
+        let capacity = n * SLAB_SIZE / size;
+        meta.free.set(null_mut());
+        meta.bump.set(start);
+        meta.end.set(start + capacity * size);
+        meta.used.set(0);
+        meta.class.set(c as u8);
+        meta.in_partial.set(false);
+        meta.next.set(null_mut());
+        meta.prev.set(null_mut());
+        debug_assert!(meta.remote.is_empty());
+        meta as *const SlabMeta as *mut SlabMeta
+    }
+
+    /// Give the span of `meta` (empty: `used == 0`) back to the free slabs.
+    pub fn release_slab(&self, meta: &SlabMeta) {
+        debug_assert_eq!(meta.used.get(), 0);
+        let first = self.index_of(meta);
+        let n = SPAN[meta.class() as usize] as usize;
+        for i in first..first + n {
+            self.header.class_map[i].store(MAP_FREE, Ordering::Relaxed);
+        }
+        self.free_slabs
+            .set(self.free_slabs.get() | span_mask(first, n));
+    }
+
+    fn index_of(&self, meta: &SlabMeta) -> usize {
+        (meta as *const SlabMeta as usize - self.slabs.as_ptr() as usize)
+            / core::mem::size_of::<SlabMeta>()
+    }
+
+    /// Address of the first byte of slab `i`.
+    pub fn slab_start(&self, i: usize) -> usize {
+        self.base() + i * SLAB_SIZE
+    }
+
+    /// Metadata of the span holding `addr`, a block of class `c` in this superslab.
+    #[inline(always)]
+    pub fn meta_of(&self, addr: usize, c: Class) -> &SlabMeta {
+        let i = (addr >> SLAB_SHIFT) & (SLABS - 1);
+        // SPAN[c] is a power of two, so this rounds down to the span's first slab.
+        &self.slabs[i & !(SPAN[c] as usize - 1)]
+    }
+
+    /// Metadata of the span starting at slab `i`.
+    pub fn meta(&self, i: usize) -> &SlabMeta {
+        &self.slabs[i]
+    }
+
+    /// Note that slab `meta` got a remote push (after the push).
+    #[inline]
+    pub fn mark_remote(&self, meta: &SlabMeta) {
+        let bit = 1u64 << self.index_of(meta);
+        if self.remote_pending.load(Ordering::Relaxed) & bit == 0 {
+            self.remote_pending.fetch_or(bit, Ordering::Release);
+        }
+    }
+
+    /// Clear and return the pending bits (owner only, before draining the lists).
+    pub fn take_pending(&self) -> u64 {
+        if self.remote_pending.load(Ordering::Relaxed) == 0 {
+            return 0;
+        }
+        self.remote_pending.swap(0, Ordering::Acquire)
+    }
+
+    /// Bytes in the header slab that are ever touched.
+    pub const HEADER_BYTES: usize = core::mem::size_of::<SuperSlab>();
+}
+
+fn span_mask(first: usize, n: usize) -> u64 {
+    (if n == 64 { !0 } else { (1u64 << n) - 1 }) << first
+}
+
+/// First index of `n` (a power of two <= 8) free slabs aligned to `n`, in O(1).
+fn find_span(free: u64, n: usize) -> Option<usize> {
+    let mut m = free;
+    // Fold: after step k, bit i (i a multiple of 2^k) says slabs i..i+2^k are all free.
+    let mut width = 1;
+    while width < n {
+        m &= m >> width;
+        width *= 2;
+    }
+    let aligned = match n {
+        1 => !0u64,
+        2 => 0x5555_5555_5555_5555,
+        4 => 0x1111_1111_1111_1111,
+        8 => 0x0101_0101_0101_0101,
+        _ => return None,
+    };
+    let m = m & aligned;
+    (m != 0).then(|| m.trailing_zeros() as usize)
+}
+
+impl SlabMeta {
+    #[inline]
+    pub fn class(&self) -> u8 {
+        self.class.get()
+    }
+
+    #[inline]
+    pub fn used(&self) -> u32 {
+        self.used.get()
+    }
+
+    #[inline]
+    pub fn in_partial(&self) -> bool {
+        self.in_partial.get()
+    }
+
+    #[inline]
+    pub fn set_in_partial(&self, v: bool) {
+        self.in_partial.set(v)
+    }
+
+    /// Whether a block can be taken without looking at the remote list.
+    #[inline]
+    pub fn has_free(&self) -> bool {
+        !self.free.get().is_null() || self.bump.get() < self.end.get()
+    }
+
+    /// Take up to `want` (>= 1) blocks: first from the free list, then carved fresh.
+    /// Returns `(first, last, count)`; count 0 when the slab has none.
+    ///
+    /// # Safety
+    /// The caller owns the slab.
+    pub unsafe fn take(&self, want: usize) -> (*mut Block, *mut Block, usize) {
+        let mut first = self.free.get();
+        let mut last = null_mut::<Block>();
+        let mut count = 0;
+        if !first.is_null() {
+            let mut p = first;
+            while !p.is_null() && count < want {
+                last = p;
+                // SAFETY: blocks on the owner's free list are free and linked.
+                p = unsafe { (*p).next };
+                count += 1;
+            }
+            self.free.set(p);
+        } else {
+            first = null_mut();
+        }
+        if count < want {
+            let size = block_size(self.class() as usize);
+            let bump = self.bump.get();
+            let avail = (self.end.get() - bump) / size;
+            let k = avail.min(want - count);
+            if k > 0 {
+                let carved = bump as *mut Block;
+                let mut p = bump;
+                for _ in 1..k {
+                    // SAFETY: [bump, bump + k * size) lies in this slab, never handed out.
+                    unsafe { (*(p as *mut Block)).next = (p + size) as *mut Block };
+                    p += size;
+                }
+                if last.is_null() {
+                    first = carved;
+                } else {
+                    // SAFETY: `last` is a block we took.
+                    unsafe { (*last).next = carved };
+                }
+                last = p as *mut Block;
+                self.bump.set(bump + k * size);
+                count += k;
+            }
+        }
+        if count > 0 {
+            // SAFETY: `last` is the last block taken.
+            unsafe { (*last).next = null_mut() };
+            self.used.set(self.used.get() + count as u32);
+        }
+        (first, last, count)
+    }
+
+    /// Put back one block that the owner holds.
+    ///
+    /// # Safety
+    /// The caller owns the slab and `b` is a block of it that is handed out.
+    #[inline]
+    pub unsafe fn put(&self, b: *mut Block) {
+        // SAFETY: the block is the caller's to give up.
+        unsafe { (*b).next = self.free.get() };
+        self.free.set(b);
+        self.used.set(self.used.get() - 1);
+    }
+
+    /// Move the remote list onto the free list; returns how many blocks came home.
+    ///
+    /// # Safety
+    /// The caller owns the slab.
+    pub unsafe fn collect_remote(&self) -> usize {
+        let head = self.remote.take_all();
+        if head.is_null() {
+            return 0;
+        }
+        let mut n = 1;
+        let mut tail = head;
+        // SAFETY: the taken chain is ours; pushers linked it before publishing.
+        unsafe {
+            while !(*tail).next.is_null() {
+                tail = (*tail).next;
+                n += 1;
+            }
+            (*tail).next = self.free.get();
+        }
+        self.free.set(head);
+        self.used.set(self.used.get() - n as u32);
+        n
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn spans_are_found_aligned() {
+        assert_eq!(find_span(USABLE_SLABS, 1), Some(1));
+        assert_eq!(find_span(USABLE_SLABS, 2), Some(2));
+        assert_eq!(find_span(USABLE_SLABS, 4), Some(4));
+        assert_eq!(find_span(USABLE_SLABS, 8), Some(8));
+        assert_eq!(find_span(0b1111_0110, 4), Some(4));
+        assert_eq!(find_span(0b0111_1110, 4), None);
+        assert_eq!(find_span(0, 1), None);
+        assert_eq!(find_span(!0, 8), Some(0));
+    }
+
+    #[test]
+    fn span_table_matches_size_class() {
+        for c in 0..NUM_CLASSES {
+            assert_eq!(SPAN[c] as usize, span_slabs(c));
+        }
+    }
+
+    #[test]
+    fn carve_take_put_release() {
+        let chunk = crate::os::map_aligned(CHUNK_SIZE, CHUNK_SIZE);
+        assert!(!chunk.is_null());
+        // SAFETY: a fresh chunk that only this test uses.
+        unsafe {
+            let ss = &*SuperSlab::init(chunk);
+            assert!(ss.is_empty());
+            let c = crate::size_class::class_of_size(48).unwrap();
+            let meta = &*ss.carve_slab(c);
+            let cap = SLAB_SIZE / 48;
+            let (first, _last, n) = meta.take(10);
+            assert_eq!(n, 10);
+            assert_eq!(meta.used(), 10);
+            assert_eq!(ss.header.entry(first as usize), c as u8);
+            assert!(core::ptr::eq(ss.meta_of(first as usize, c), meta));
+            // Give all ten back, then drain the slab entirely.
+            let mut p = first;
+            while !p.is_null() {
+                let next = (*p).next;
+                meta.put(p);
+                p = next;
+            }
+            assert_eq!(meta.used(), 0);
+            let (_, _, all) = meta.take(usize::MAX);
+            assert_eq!(all, cap);
+            assert!(!meta.has_free());
+            assert_eq!(meta.take(1).2, 0);
+            // A remote push comes back through collect_remote.
+            let b = (ss.slab_start(1) + 48) as *mut Block;
+            meta.remote.push_chain(b, b);
+            ss.mark_remote(meta);
+            assert_eq!(ss.take_pending(), 1 << 1);
+            assert_eq!(meta.collect_remote(), 1);
+            assert_eq!(meta.used() as usize, cap - 1);
+            crate::os::unmap(chunk, CHUNK_SIZE);
+        }
+    }
+}

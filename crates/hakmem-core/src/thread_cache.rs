@@ -1,0 +1,246 @@
+//! The per-thread cache: for each class, a singly linked stack of free blocks with a
+//! count and a capacity. This is the fast path of both allocation and free:
+//!
+//! - alloc: pop the head of the class's bin; if empty, refill a batch from the heap.
+//! - free: push on the bin; if the count passes the capacity, flush the older half back
+//!   to the heap.
+//!
+//! Blocks freed by a thread that does not own their slab simply join this thread's
+//! cache; only when flushed do they travel back to their slab's remote list.
+
+use crate::config;
+use crate::heap::Heap;
+use crate::process;
+use crate::remote::Block;
+use crate::size_class::{block_size, Class, NUM_CLASSES};
+use crate::tls;
+use core::ptr::null_mut;
+
+/// One class's stack of free blocks.
+///
+/// Invariant: `count` is the length of the list at `head`. `limit` is 0 until the
+/// thread's heap exists, which sends the first free of the thread to the slow path.
+#[repr(C)]
+pub struct Bin {
+    pub head: *mut Block,
+    pub count: u32,
+    pub limit: u32,
+}
+
+/// A thread's cache; all zero is the valid initial state (see [`crate::tls`]).
+#[repr(C, align(64))]
+pub struct ThreadCache {
+    pub bins: [Bin; NUM_CLASSES],
+    /// The thread's heap, or null before the first slow path and after thread exit.
+    pub heap: *mut Heap,
+}
+
+impl ThreadCache {
+    pub const EMPTY: ThreadCache = ThreadCache {
+        bins: [const {
+            Bin {
+                head: null_mut(),
+                count: 0,
+                limit: 0,
+            }
+        }; NUM_CLASSES],
+        heap: null_mut(),
+    };
+}
+
+/// Allocate a block of class `c`. Null when memory is exhausted.
+///
+/// # Safety
+/// `c < NUM_CLASSES`.
+#[inline(always)]
+pub unsafe fn alloc(c: Class) -> *mut u8 {
+    let tc = tls::cache();
+    // SAFETY: the thread's own cache; `c` is in range by the caller.
+    let bin = unsafe { (*tc).bins.get_unchecked_mut(c) };
+    let b = bin.head;
+    if !b.is_null() {
+        // SAFETY: blocks in a bin are free and linked.
+        bin.head = unsafe { (*b).next };
+        bin.count -= 1;
+        return b.cast();
+    }
+    // SAFETY: as above.
+    unsafe { alloc_slow(c) }
+}
+
+/// Free a block of class `c`.
+///
+/// # Safety
+/// `p` is a handed-out block of class `c`, which the caller gives up.
+#[inline(always)]
+pub unsafe fn free(p: *mut u8, c: Class) {
+    let tc = tls::cache();
+    // SAFETY: the thread's own cache; `c` is in range.
+    let bin = unsafe { (*tc).bins.get_unchecked_mut(c) };
+    let b = p as *mut Block;
+    // SAFETY: the block is the caller's to give up.
+    unsafe { (*b).next = bin.head };
+    bin.head = b;
+    bin.count += 1;
+    if bin.count > bin.limit {
+        // SAFETY: as above.
+        unsafe { free_slow(c) };
+    }
+}
+
+/// The thread's heap, setting the thread up on first use; null if memory is exhausted.
+#[inline]
+fn heap(tc: *mut ThreadCache) -> *mut Heap {
+    // SAFETY: the thread's own cache.
+    let h = unsafe { (*tc).heap };
+    if !h.is_null() {
+        return h;
+    }
+    // SAFETY: as above.
+    unsafe { setup_thread(tc) }
+}
+
+#[cold]
+#[inline(never)]
+unsafe fn setup_thread(tc: *mut ThreadCache) -> *mut Heap {
+    process::init();
+    let h = Heap::acquire();
+    if h.is_null() {
+        return null_mut();
+    }
+    let policy = config::current();
+    // SAFETY: the thread's own cache.
+    unsafe {
+        for (c, bin) in (*tc).bins.iter_mut().enumerate() {
+            bin.limit = config::cache_capacity(&policy, block_size(c));
+        }
+        (*tc).heap = h;
+    }
+    // Last: registering may allocate (glibc's pthread_setspecific for high keys), which
+    // now finds the thread set up.
+    process::on_thread_start(h);
+    h
+}
+
+#[cold]
+#[inline(never)]
+unsafe fn alloc_slow(c: Class) -> *mut u8 {
+    let tc = tls::cache();
+    let h = heap(tc);
+    if h.is_null() {
+        return null_mut();
+    }
+    // SAFETY: the thread's own cache.
+    let bin = unsafe { (*tc).bins.get_unchecked_mut(c) };
+    if !bin.head.is_null() {
+        // Setting up the thread allocated through us and left blocks here.
+        let b = bin.head;
+        // SAFETY: blocks in a bin are free and linked.
+        bin.head = unsafe { (*b).next };
+        bin.count -= 1;
+        return b.cast();
+    }
+    let want = (bin.limit as usize / 2).max(1);
+    // SAFETY: `h` is this thread's heap.
+    let (first, n) = unsafe { (*h).refill(c, want) };
+    if n == 0 {
+        return null_mut();
+    }
+    // SAFETY: the refill chain holds `n` linked blocks.
+    bin.head = unsafe { (*first).next };
+    bin.count = (n - 1) as u32;
+    first.cast()
+}
+
+#[cold]
+#[inline(never)]
+unsafe fn free_slow(c: Class) {
+    let tc = tls::cache();
+    let h = heap(tc);
+    if h.is_null() {
+        return; // keep the blocks cached; nothing is lost
+    }
+    // SAFETY: the thread's own cache.
+    let bin = unsafe { (*tc).bins.get_unchecked_mut(c) };
+    if bin.count <= bin.limit {
+        return; // the thread was just set up and the limit rose
+    }
+    // Keep the newest half (hot in cache), flush the rest.
+    let keep = (bin.limit / 2) as usize;
+    // SAFETY: `h` is our heap, the chain is ours.
+    unsafe {
+        let tail = split_after(bin, keep);
+        (*h).flush(c, tail);
+    }
+}
+
+/// Cut the bin after its first `keep` blocks and return the rest.
+///
+/// # Safety
+/// The bin's list is well formed.
+unsafe fn split_after(bin: &mut Bin, keep: usize) -> *mut Block {
+    if keep == 0 {
+        let all = bin.head;
+        bin.head = null_mut();
+        bin.count = 0;
+        return all;
+    }
+    let mut p = bin.head;
+    for _ in 1..keep {
+        // SAFETY: `keep <= count`, so these nodes exist.
+        p = unsafe { (*p).next };
+    }
+    // SAFETY: `p` is the keep-th node.
+    let rest = unsafe { (*p).next };
+    // SAFETY: as above.
+    unsafe { (*p).next = null_mut() };
+    bin.count = keep as u32;
+    rest
+}
+
+/// Flush every bin of the calling thread and retire its heap (thread exit). The cache is
+/// left in its initial state, so a later allocation on this thread sets it up again.
+///
+/// # Safety
+/// Called on the thread whose cache it is, outside any allocator call.
+pub unsafe fn teardown() {
+    let tc = tls::cache();
+    // SAFETY: the thread's own cache.
+    let h = unsafe { (*tc).heap };
+    if h.is_null() {
+        return;
+    }
+    for c in 0..NUM_CLASSES {
+        // SAFETY: the thread's own cache.
+        let bin = unsafe { (*tc).bins.get_unchecked_mut(c) };
+        // SAFETY: the bin's blocks are ours to give back.
+        unsafe {
+            let all = split_after(bin, 0);
+            (*h).flush(c, all);
+        }
+        bin.limit = 0;
+    }
+    // SAFETY: the thread's own cache; the heap is given up last.
+    unsafe {
+        (*tc).heap = null_mut();
+        (*h).retire();
+    }
+}
+
+/// Give the calling thread's cached blocks back to their slabs (for `trim`).
+pub fn flush_all() {
+    let tc = tls::cache();
+    // SAFETY: the thread's own cache.
+    let h = unsafe { (*tc).heap };
+    if h.is_null() {
+        return;
+    }
+    for c in 0..NUM_CLASSES {
+        // SAFETY: the thread's own cache and heap.
+        unsafe {
+            let bin = (*tc).bins.get_unchecked_mut(c);
+            let all = split_after(bin, 0);
+            (*h).flush(c, all);
+        }
+    }
+}

@@ -1,0 +1,71 @@
+//! Where the calling thread's [`ThreadCache`] lives: one direct thread-local access.
+//!
+//! - With the `nightly` feature: a `#[thread_local]` static.
+//! - Otherwise, on x86-64 Linux: an *initial-exec* TLS slot declared in assembly. In an
+//!   executable the linker relaxes it to `mov %fs:0,%rax; add $off,%rax`; in a shared
+//!   object (the C ABI cdylib) it stays one GOT load and one `%fs` add, never a call to
+//!   `__tls_get_addr` (which glibc forbids a malloc to need, and which may itself
+//!   allocate). The price, as for every initial-exec library: `dlopen` of `libhakmem.so`
+//!   into a running process can fail with "cannot allocate memory in static TLS block";
+//!   `LD_PRELOAD` and linking at build time work.
+//!
+//! The slot is zero at thread start, which is a valid empty cache: every bin empty with
+//! capacity 0, so the first allocation and the first free take the slow path, which sets
+//! the thread up. The fast path never asks "initialised?".
+
+use crate::thread_cache::ThreadCache;
+
+#[cfg(feature = "nightly")]
+mod imp {
+    use super::ThreadCache;
+
+    #[thread_local]
+    static mut CACHE: ThreadCache = ThreadCache::EMPTY;
+
+    #[inline(always)]
+    pub fn cache() -> *mut ThreadCache {
+        core::ptr::addr_of_mut!(CACHE)
+    }
+}
+
+#[cfg(all(not(feature = "nightly"), target_arch = "x86_64", target_os = "linux"))]
+mod imp {
+    use super::ThreadCache;
+
+    core::arch::global_asm!(
+        ".pushsection .tbss,\"awT\",@nobits",
+        ".p2align 6",
+        ".globl hakmem_thread_cache",
+        ".hidden hakmem_thread_cache",
+        ".type hakmem_thread_cache,@object",
+        ".size hakmem_thread_cache, {size}",
+        "hakmem_thread_cache:",
+        ".zero {size}",
+        ".popsection",
+        size = const core::mem::size_of::<ThreadCache>(),
+    );
+
+    #[inline(always)]
+    pub fn cache() -> *mut ThreadCache {
+        let p: *mut ThreadCache;
+        // SAFETY: reads the thread pointer and the slot's offset; no memory is written.
+        // The result is constant for the thread's life, hence `pure`.
+        unsafe {
+            core::arch::asm!(
+                "mov {p}, qword ptr fs:[0]",
+                "add {p}, qword ptr [rip + hakmem_thread_cache@GOTTPOFF]",
+                p = out(reg) p,
+                options(pure, readonly, nostack),
+            );
+        }
+        p
+    }
+}
+
+#[cfg(all(
+    not(feature = "nightly"),
+    not(all(target_arch = "x86_64", target_os = "linux"))
+))]
+compile_error!("hakmem-core needs x86-64 Linux, or the `nightly` feature for #[thread_local]");
+
+pub use imp::cache;
