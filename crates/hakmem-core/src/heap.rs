@@ -292,7 +292,7 @@ impl Heap {
             unsafe { meta.collect_remote() };
             i += crate::size_class::span_slabs(e as usize);
             if meta.used() == 0 {
-                s.release_slab(meta);
+                let _ = s.release_slab(meta);
             } else if meta.has_free() {
                 self.push_partial(e as usize, meta);
             }
@@ -336,7 +336,7 @@ impl Heap {
         if meta.in_partial() {
             self.unlink_partial(meta.class() as usize, meta);
         }
-        ss.release_slab(meta);
+        let _ = ss.release_slab(meta);
         if ss.is_empty() && self.owned_count.get() > 1 {
             self.unlink_owned(ss);
             // SAFETY: empty (every slab's `used` was 0, so no remote push is pending).
@@ -372,6 +372,33 @@ impl Heap {
         meta.set_in_partial(false);
     }
 
+    /// Periodic upkeep from the slow path: give back the pages of slabs that stayed free
+    /// since the last upkeep (`balanced`), or of every free slab (`lean`).
+    pub fn maintain(&self) {
+        let Some(how) = crate::config::current().decommit else {
+            return;
+        };
+        let only_aged = how == os::Decommit::Lazy;
+        let mut ss = self.owned.get();
+        while !ss.is_null() {
+            // SAFETY: owned superslabs are live and ours.
+            let s = unsafe { &*ss };
+            s.decommit_free(how, only_aged);
+            ss = s.next.get();
+        }
+    }
+
+    /// Give the pages of every free slab back now (for `trim`).
+    pub fn decommit_all(&self) {
+        let mut ss = self.owned.get();
+        while !ss.is_null() {
+            // SAFETY: owned superslabs are live and ours.
+            let s = unsafe { &*ss };
+            s.decommit_free(os::Decommit::Now, false);
+            ss = s.next.get();
+        }
+    }
+
     /// The thread is gone: give every superslab back (empty ones to the pool's cache,
     /// others abandoned for adoption) and put the heap back in the heap pool. The thread's
     /// cached blocks must have been flushed first.
@@ -399,7 +426,7 @@ impl Heap {
                 unsafe { meta.collect_remote() };
                 meta.set_in_partial(false);
                 if meta.used() == 0 {
-                    s.release_slab(meta);
+                    let _ = s.release_slab(meta);
                 }
             }
             if s.is_empty() {

@@ -24,6 +24,7 @@
 
 use crate::chunk_map::{CHUNK_SHIFT, CHUNK_SIZE};
 use crate::heap::Heap;
+use crate::os;
 use crate::remote::{Block, RemoteFreeList};
 use crate::size_class::{block_size, span_slabs, Class, NUM_CLASSES};
 use crate::sync::{AtomicPtr, AtomicU64, AtomicU8, Ordering};
@@ -102,6 +103,11 @@ pub struct SuperSlab {
     pub owner: AtomicPtr<Heap>,
     /// Bit `i` set iff slab `i` serves no class (owner only). Slab 0 is never free.
     free_slabs: Cell<u64>,
+    /// Bit `i` set: slab `i` is free and its pages may still be resident (owner only).
+    /// A subset of `free_slabs`.
+    dirty: Cell<u64>,
+    /// Dirty slabs that were already dirty at the previous decommit pass (owner only).
+    aging: Cell<u64>,
     /// Links of the owner's list of superslabs, or of a pool list.
     pub next: Cell<*mut SuperSlab>,
     pub prev: Cell<*mut SuperSlab>,
@@ -172,6 +178,8 @@ impl SuperSlab {
         };
         let mask = span_mask(first, n);
         self.free_slabs.set(self.free_slabs.get() & !mask);
+        self.dirty.set(self.dirty.get() & !mask);
+        self.aging.set(self.aging.get() & !mask);
         for i in first..first + n {
             self.header.class_map[i].store(c as u8, Ordering::Relaxed);
         }
@@ -191,16 +199,46 @@ impl SuperSlab {
         meta as *const SlabMeta as *mut SlabMeta
     }
 
-    /// Give the span of `meta` (empty: `used == 0`) back to the free slabs.
-    pub fn release_slab(&self, meta: &SlabMeta) {
+    /// Give the span of `meta` (empty: `used == 0`) back to the free slabs; returns the
+    /// span's address range.
+    pub fn release_slab(&self, meta: &SlabMeta) -> (usize, usize) {
         debug_assert_eq!(meta.used.get(), 0);
         let first = self.index_of(meta);
         let n = SPAN[meta.class() as usize] as usize;
         for i in first..first + n {
             self.header.class_map[i].store(MAP_FREE, Ordering::Relaxed);
         }
-        self.free_slabs
-            .set(self.free_slabs.get() | span_mask(first, n));
+        let mask = span_mask(first, n);
+        self.free_slabs.set(self.free_slabs.get() | mask);
+        self.dirty.set(self.dirty.get() | mask);
+        (self.slab_start(first), n * SLAB_SIZE)
+    }
+
+    /// Give the pages of free slabs back to the OS: those free since the previous call
+    /// (`only_aged`), or all of them. Returns the bytes decommitted.
+    pub fn decommit_free(&self, how: os::Decommit, only_aged: bool) -> usize {
+        let dirty = self.dirty.get();
+        let target = if only_aged {
+            dirty & self.aging.get()
+        } else {
+            dirty
+        };
+        self.aging.set(dirty & !target);
+        let mut m = target;
+        let mut bytes = 0;
+        while m != 0 {
+            // One madvise per run of consecutive slabs.
+            let first = m.trailing_zeros() as usize;
+            let run = (!(m >> first)).trailing_zeros() as usize;
+            let (start, len) = (self.slab_start(first), run * SLAB_SIZE);
+            // SAFETY: free slabs of our own superslab hold nothing anyone needs.
+            if unsafe { os::decommit(start as *mut u8, len, how) } {
+                self.dirty.set(self.dirty.get() & !span_mask(first, run));
+                bytes += len;
+            }
+            m &= !span_mask(first, run);
+        }
+        bytes
     }
 
     fn index_of(&self, meta: &SlabMeta) -> usize {
@@ -248,7 +286,7 @@ impl SuperSlab {
 }
 
 fn span_mask(first: usize, n: usize) -> u64 {
-    (if n == 64 { !0 } else { (1u64 << n) - 1 }) << first
+    (if n >= 64 { !0 } else { (1u64 << n) - 1 }) << first
 }
 
 /// First index of `n` (a power of two <= 8) free slabs aligned to `n`, in O(1).
@@ -446,6 +484,12 @@ mod tests {
             assert_eq!(ss.take_pending(), 1 << 1);
             assert_eq!(meta.collect_remote(), 1);
             assert_eq!(meta.used() as usize, cap - 1);
+            // Release a slab: it becomes dirty, then decommitted once aged.
+            let other = &*ss.carve_slab(c);
+            let _ = ss.release_slab(other);
+            assert_eq!(ss.decommit_free(os::Decommit::Now, true), 0);
+            assert_eq!(ss.decommit_free(os::Decommit::Now, true), SLAB_SIZE);
+            assert_eq!(ss.decommit_free(os::Decommit::Now, false), 0);
             crate::os::unmap(chunk, CHUNK_SIZE);
         }
     }

@@ -33,7 +33,16 @@ pub struct ThreadCache {
     pub bins: [Bin; NUM_CLASSES],
     /// The thread's heap, or null before the first slow path and after thread exit.
     pub heap: *mut Heap,
+    /// Slow-path visits since the last upkeep.
+    ticks: u32,
+    /// Bit `c` set: class `c` took the slow path since the last upkeep.
+    active: u64,
 }
+
+const _: () = assert!(NUM_CLASSES <= 64);
+
+/// Slow-path visits between two upkeeps (capacity adaptation, decommit).
+const UPKEEP_EVERY: u32 = 512;
 
 impl ThreadCache {
     pub const EMPTY: ThreadCache = ThreadCache {
@@ -45,6 +54,8 @@ impl ThreadCache {
             }
         }; NUM_CLASSES],
         heap: null_mut(),
+        ticks: 0,
+        active: 0,
     };
 }
 
@@ -112,7 +123,7 @@ unsafe fn setup_thread(tc: *mut ThreadCache) -> *mut Heap {
     // SAFETY: the thread's own cache.
     unsafe {
         for (c, bin) in (*tc).bins.iter_mut().enumerate() {
-            bin.limit = config::cache_capacity(&policy, block_size(c));
+            bin.limit = initial_capacity(&policy, c);
         }
         (*tc).heap = h;
     }
@@ -120,6 +131,54 @@ unsafe fn setup_thread(tc: *mut ThreadCache) -> *mut Heap {
     // now finds the thread set up.
     process::on_thread_start(h);
     h
+}
+
+/// Capacity a class starts with: a quarter of its maximum; it grows when the class misses.
+fn initial_capacity(policy: &config::Policy, c: Class) -> u32 {
+    (config::cache_capacity(policy, block_size(c)) / 4).max(policy.cache_min)
+}
+
+/// Count a slow-path visit of class `c`; every [`UPKEEP_EVERY`] visits, shrink the
+/// capacity of classes that stayed idle (flushing what they no longer may hold) and let
+/// the heap give free pages back.
+///
+/// # Safety
+/// `tc` is the calling thread's cache and `h` its heap.
+unsafe fn note_slow_path(tc: *mut ThreadCache, h: *mut Heap, c: Class) {
+    // SAFETY: by the caller.
+    let t = unsafe { &mut *tc };
+    t.active |= 1 << c;
+    t.ticks += 1;
+    if t.ticks < UPKEEP_EVERY {
+        return;
+    }
+    t.ticks = 0;
+    let idle = !t.active;
+    t.active = 0;
+    let policy = config::current();
+    for (k, bin) in t.bins.iter_mut().enumerate() {
+        if idle & (1 << k) == 0 || bin.limit <= policy.cache_min {
+            continue;
+        }
+        bin.limit = (bin.limit / 2).max(policy.cache_min);
+        if bin.count > bin.limit {
+            // SAFETY: the bin's blocks are ours; `h` is our heap.
+            unsafe {
+                let rest = split_after(bin, bin.limit as usize);
+                (*h).flush(k, rest);
+            }
+        }
+    }
+    // SAFETY: `h` is our heap.
+    unsafe { (*h).maintain() };
+}
+
+/// A class that missed gets a larger capacity, up to its profile's maximum.
+fn grow_capacity(bin: &mut Bin, c: Class) {
+    let max = config::cache_capacity(&config::current(), block_size(c));
+    if bin.limit < max {
+        bin.limit = (bin.limit * 2).min(max);
+    }
 }
 
 #[cold]
@@ -130,6 +189,8 @@ unsafe fn alloc_slow(c: Class) -> *mut u8 {
     if h.is_null() {
         return null_mut();
     }
+    // SAFETY: `tc` and `h` are this thread's.
+    unsafe { note_slow_path(tc, h, c) };
     // SAFETY: the thread's own cache.
     let bin = unsafe { (*tc).bins.get_unchecked_mut(c) };
     if !bin.head.is_null() {
@@ -140,6 +201,7 @@ unsafe fn alloc_slow(c: Class) -> *mut u8 {
         bin.count -= 1;
         return b.cast();
     }
+    grow_capacity(bin, c);
     let want = (bin.limit as usize / 2).max(1);
     // SAFETY: `h` is this thread's heap.
     let (first, n) = unsafe { (*h).refill(c, want) };
@@ -160,6 +222,8 @@ unsafe fn free_slow(c: Class) {
     if h.is_null() {
         return; // keep the blocks cached; nothing is lost
     }
+    // SAFETY: `tc` and `h` are this thread's.
+    unsafe { note_slow_path(tc, h, c) };
     // SAFETY: the thread's own cache.
     let bin = unsafe { (*tc).bins.get_unchecked_mut(c) };
     if bin.count <= bin.limit {
@@ -227,7 +291,8 @@ pub unsafe fn teardown() {
     }
 }
 
-/// Give the calling thread's cached blocks back to their slabs (for `trim`).
+/// Give the calling thread's cached blocks back to their slabs and the pages of its free
+/// slabs back to the OS (for `trim`).
 pub fn flush_all() {
     let tc = tls::cache();
     // SAFETY: the thread's own cache.
@@ -243,4 +308,6 @@ pub fn flush_all() {
             (*h).flush(c, all);
         }
     }
+    // SAFETY: our heap.
+    unsafe { (*h).decommit_all() };
 }
