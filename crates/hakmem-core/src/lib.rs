@@ -17,6 +17,7 @@
 #![cfg_attr(feature = "nightly", feature(thread_local))]
 #![deny(unsafe_op_in_unsafe_fn)]
 
+pub mod checked;
 pub mod chunk_map;
 pub mod config;
 pub mod heap;
@@ -282,7 +283,10 @@ pub enum Misuse {
     ForeignFree,
     ForeignRealloc,
     InvalidFree,
+    InteriorFree,
     DoubleFree,
+    Overflow,
+    WrongLayout,
 }
 
 /// Report misuse of the allocator on stderr, naming the pointer, then abort. Never
@@ -295,7 +299,10 @@ pub fn report_misuse(p: *const u8, kind: Misuse, class: Option<Class>) -> ! {
         Misuse::InvalidFree => {
             b"free of a pointer that is not the start of a live block (invalid or interior pointer)"
         }
+        Misuse::InteriorFree => b"free of an interior pointer (not the start of its block)",
         Misuse::DoubleFree => b"double free",
+        Misuse::Overflow => b"write past the end of a block (canary overwritten)",
+        Misuse::WrongLayout => b"dealloc with a layout other than the allocation's",
     };
     let mut buf = [0u8; 256];
     let mut w = Writer {

@@ -89,6 +89,11 @@ pub unsafe fn free(p: *mut u8, c: Class) {
     // SAFETY: the thread's own cache; `c` is in range.
     let bin = unsafe { (*tc).bins.get_unchecked_mut(c) };
     let b = p as *mut Block;
+    if b == bin.head {
+        // The block is already the newest in this cache: a double free, caught for the
+        // price of one compare.
+        crate::report_misuse(p, crate::Misuse::DoubleFree, Some(c));
+    }
     // SAFETY: the block is the caller's to give up.
     unsafe { (*b).next = bin.head };
     bin.head = b;

@@ -12,6 +12,16 @@
 
 use core::alloc::{GlobalAlloc, Layout};
 
+/// The core entry points `HakMem` forwards to: checked ones with the `checked` feature.
+#[cfg(not(feature = "checked"))]
+mod entry {
+    pub use hakmem_core::{alloc, alloc_zeroed, dealloc, realloc};
+}
+#[cfg(feature = "checked")]
+mod entry {
+    pub use hakmem_core::checked::{alloc, alloc_zeroed, dealloc, realloc};
+}
+
 pub use hakmem_core::{Profile, Stats};
 
 /// The hakmem global allocator, with the profile from `HAKMEM_PROFILE` (default `fast`).
@@ -24,24 +34,24 @@ pub struct HakMem;
 unsafe impl GlobalAlloc for HakMem {
     #[inline(always)]
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        hakmem_core::alloc(layout.size(), layout.align())
+        entry::alloc(layout.size(), layout.align())
     }
 
     #[inline(always)]
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
         // SAFETY: `GlobalAlloc` guarantees `ptr` came from us with this layout.
-        unsafe { hakmem_core::dealloc(ptr, layout.size(), layout.align()) }
+        unsafe { entry::dealloc(ptr, layout.size(), layout.align()) }
     }
 
     #[inline]
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        hakmem_core::alloc_zeroed(layout.size(), layout.align())
+        entry::alloc_zeroed(layout.size(), layout.align())
     }
 
     #[inline]
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
         // SAFETY: `GlobalAlloc` guarantees `ptr` came from us with this layout.
-        unsafe { hakmem_core::realloc(ptr, layout.size(), layout.align(), new_size) }
+        unsafe { entry::realloc(ptr, layout.size(), layout.align(), new_size) }
     }
 }
 
@@ -78,25 +88,25 @@ unsafe impl GlobalAlloc for HakMemWith {
     #[inline(always)]
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         self.ensure_applied();
-        hakmem_core::alloc(layout.size(), layout.align())
+        entry::alloc(layout.size(), layout.align())
     }
 
     #[inline(always)]
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
         // SAFETY: as for `HakMem`.
-        unsafe { hakmem_core::dealloc(ptr, layout.size(), layout.align()) }
+        unsafe { entry::dealloc(ptr, layout.size(), layout.align()) }
     }
 
     #[inline]
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
         self.ensure_applied();
-        hakmem_core::alloc_zeroed(layout.size(), layout.align())
+        entry::alloc_zeroed(layout.size(), layout.align())
     }
 
     #[inline]
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
         // SAFETY: as for `HakMem`.
-        unsafe { hakmem_core::realloc(ptr, layout.size(), layout.align(), new_size) }
+        unsafe { entry::realloc(ptr, layout.size(), layout.align(), new_size) }
     }
 }
 

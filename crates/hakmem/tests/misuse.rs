@@ -1,0 +1,118 @@
+//! Misuse is reported and aborts: each case runs in a child process (this test binary
+//! re-run with `HAKMEM_MISUSE=<case>`), and the parent checks the message and the abort.
+
+use std::os::unix::process::ExitStatusExt;
+use std::process::Command;
+
+/// The misbehaving programs, run in the child.
+fn run_case(case: &str) {
+    use hakmem_core::checked;
+    // SAFETY: none; each case misuses the allocator on purpose, to be caught.
+    unsafe {
+        match case {
+            "double-free-checked" => {
+                let p = checked::alloc(100, 16);
+                let q = checked::alloc(100, 16); // so `p` is not the cache head
+                checked::free(p);
+                checked::free(q);
+                checked::free(p);
+            }
+            "double-free-fast" => {
+                let p = hakmem_core::alloc(48, 16);
+                hakmem_core::free(p);
+                hakmem_core::free(p);
+            }
+            "foreign" => {
+                let mut on_stack = [0u8; 64];
+                checked::free(on_stack.as_mut_ptr());
+            }
+            "interior" => {
+                let p = checked::alloc(256, 16);
+                checked::free(p.add(16));
+            }
+            "overflow" => {
+                let p = checked::alloc(24, 16);
+                let usable = checked::usable_size(p);
+                p.add(usable).write(0xAB);
+                checked::free(p);
+            }
+            "wrong-layout" => {
+                let p = checked::alloc(40, 16);
+                checked::dealloc(p, 4000, 16);
+            }
+            "large-interior" => {
+                let p = checked::alloc(1 << 20, 16);
+                checked::free(p.add(4096));
+            }
+            other => panic!("unknown case {other}"),
+        }
+    }
+    // Reaching here means the misuse went unnoticed.
+    std::process::exit(0);
+}
+
+fn expect_abort(case: &str, message: &str) {
+    let out = Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "child", "--nocapture", "--test-threads=1"])
+        .env("HAKMEM_MISUSE", case)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        out.status.signal(),
+        Some(libc_sigabrt()),
+        "{case}: status {:?}, stderr {stderr}",
+        out.status
+    );
+    assert!(stderr.contains(message), "{case}: stderr was {stderr}");
+    assert!(
+        stderr.contains("pointer 0x"),
+        "{case}: no pointer in {stderr}"
+    );
+}
+
+fn libc_sigabrt() -> i32 {
+    6
+}
+
+#[test]
+fn child() {
+    if let Ok(case) = std::env::var("HAKMEM_MISUSE") {
+        run_case(&case);
+    }
+}
+
+#[test]
+fn double_free_is_caught_in_checked_mode() {
+    expect_abort("double-free-checked", "double free");
+}
+
+#[test]
+fn immediate_double_free_is_caught_without_checked_mode() {
+    expect_abort("double-free-fast", "double free");
+}
+
+#[test]
+fn foreign_pointer_is_caught() {
+    expect_abort("foreign", "never handed out");
+}
+
+#[test]
+fn interior_pointer_is_caught() {
+    expect_abort("interior", "interior pointer");
+}
+
+#[test]
+fn overflow_is_caught() {
+    expect_abort("overflow", "write past the end");
+}
+
+#[test]
+fn wrong_layout_is_caught() {
+    expect_abort("wrong-layout", "layout other than");
+}
+
+#[test]
+fn large_interior_pointer_is_caught() {
+    expect_abort("large-interior", "not the start of a live block");
+}
