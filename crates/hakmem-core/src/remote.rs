@@ -8,7 +8,8 @@
 //! Ordering: a pusher writes the chain's links, then publishes the head with `Release`;
 //! the owner's `Acquire` swap makes those links visible before it walks them.
 
-use crate::sync::{AtomicPtr, Ordering};
+use crate::sync::protocol::AtomicPtr;
+use crate::sync::Ordering;
 use core::ptr::null_mut;
 
 /// A free block: while it is free, its first word links it to the next one.
@@ -23,7 +24,15 @@ pub struct RemoteFreeList {
 }
 
 impl RemoteFreeList {
+    #[cfg(not(loom))]
     pub const fn new() -> Self {
+        RemoteFreeList {
+            head: AtomicPtr::new(null_mut()),
+        }
+    }
+
+    #[cfg(loom)]
+    pub fn new() -> Self {
         RemoteFreeList {
             head: AtomicPtr::new(null_mut()),
         }

@@ -8,6 +8,15 @@ pub use core::sync::atomic::{
     AtomicBool, AtomicIsize, AtomicPtr, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering,
 };
 
+/// The atomics of the lock-free cross-thread free protocol ([`crate::remote`]): loom's
+/// under `--cfg loom`, so that the same code is model-checked (`tests/loom.rs`).
+pub mod protocol {
+    #[cfg(not(loom))]
+    pub use core::sync::atomic::AtomicPtr;
+    #[cfg(loom)]
+    pub use loom::sync::atomic::AtomicPtr;
+}
+
 /// A test-and-test-and-set lock that yields the CPU when contended. It never allocates,
 /// so it is safe inside the allocator and across `fork` (see [`SpinLock::force_unlock`]).
 pub struct SpinLock<T> {
