@@ -90,7 +90,7 @@ mod tests {
     #[test]
     fn concurrent_pushes_are_all_taken() {
         let list = RemoteFreeList::new();
-        const PER: usize = 10_000;
+        const PER: usize = if cfg!(miri) { 100 } else { 10_000 };
         let blocks: Vec<Vec<usize>> = (0..4)
             .map(|_| {
                 (0..PER)
@@ -110,7 +110,7 @@ mod tests {
                     }
                 });
             }
-            for _ in 0..1000 {
+            for _ in 0..if cfg!(miri) { 10 } else { 1000 } {
                 let mut p = list.take_all();
                 while !p.is_null() {
                     seen += 1;
