@@ -164,10 +164,9 @@ pub unsafe fn free(h: &LargeHeader) {
             // SAFETY: our mapping; nothing past the header page is needed.
             unsafe { os::decommit((base + PAGE_SIZE) as *mut u8, map_size - PAGE_SIZE, how) };
         }
-        let evicted = put_cached(Cached { base, map_size }, &policy);
-        if let Some(e) = evicted {
-            // SAFETY: evicted mappings are ours and unused.
-            unsafe { unmap(e) };
+        if let Some(rejected) = put_cached(Cached { base, map_size }, &policy) {
+            // SAFETY: the mapping is ours and unused.
+            unsafe { unmap(rejected) };
         }
         return;
     }
@@ -202,40 +201,33 @@ fn take_cached(need: usize) -> Option<Cached> {
     Some(c)
 }
 
-/// Cache `c`; returns what must be unmapped (an evicted entry, or `c` itself if it does
-/// not fit the policy).
+/// Cache `c`, evicting the oldest entries (unmapped outside the lock) until it fits the
+/// policy; returns `c` itself when it cannot be cached.
 fn put_cached(c: Cached, policy: &config::Policy) -> Option<Cached> {
     let max = policy.large_cache_entries.min(16);
-    if max == 0 {
+    if max == 0 || c.map_size > policy.large_cache_bytes {
         return Some(c);
     }
-    let mut cache = CACHE.lock();
-    let mut evicted = None;
-    if cache.len == max || cache.bytes + c.map_size > policy.large_cache_bytes {
-        if cache.len == 0 {
-            return Some(c);
-        }
-        // Evict the oldest (index 0), keeping the order of the rest roughly by age.
-        let old = cache.entries[0];
-        let last = cache.len - 1;
-        cache.entries.copy_within(1..=last, 0);
-        cache.len = last;
-        cache.bytes -= old.map_size;
-        evicted = Some(old);
-        if cache.bytes + c.map_size > policy.large_cache_bytes {
-            drop(cache);
-            // SAFETY: the evicted mapping is unused.
-            if let Some(e) = evicted {
-                unsafe { unmap(e) };
+    loop {
+        let oldest = {
+            let mut cache = CACHE.lock();
+            if cache.len < max && cache.bytes + c.map_size <= policy.large_cache_bytes {
+                let n = cache.len;
+                cache.entries[n] = c;
+                cache.len += 1;
+                cache.bytes += c.map_size;
+                return None;
             }
-            return Some(c);
-        }
+            let old = cache.entries[0];
+            let last = cache.len - 1;
+            cache.entries.copy_within(1..=last, 0);
+            cache.len = last;
+            cache.bytes -= old.map_size;
+            old
+        };
+        // SAFETY: evicted mappings are unused.
+        unsafe { unmap(oldest) };
     }
-    let n = cache.len;
-    cache.entries[n] = c;
-    cache.len += 1;
-    cache.bytes += c.map_size;
-    evicted
 }
 
 /// Resize the large block with header `h` to hold `new_size` bytes, in place or by moving
