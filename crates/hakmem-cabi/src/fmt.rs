@@ -30,7 +30,20 @@ impl<const N: usize> Message<N> {
 
     /// Write the message to stderr.
     pub fn emit(&self) {
-        hakmem_core::os::write_stderr(self.as_bytes());
+        self.emit_to(2);
+    }
+
+    /// Write the message to the file descriptor `fd` (errors ignored).
+    pub fn emit_to(&self, fd: i32) {
+        let mut rest = self.as_bytes();
+        while !rest.is_empty() {
+            // SAFETY: `rest` is readable for its length; a bad `fd` only fails.
+            let n = unsafe { libc::write(fd, rest.as_ptr().cast(), rest.len()) };
+            if n <= 0 {
+                return;
+            }
+            rest = &rest[n as usize..];
+        }
     }
 }
 

@@ -8,12 +8,17 @@
 //! moment the constructor enabled counting (the few allocations the dynamic loader and
 //! libc make before it are not seen; frees of those can make the count dip, so it is
 //! clamped at zero). The exit summary runs from `.fini_array`, which `exit` reaches after
-//! the program's own `atexit` handlers and destructors, and never allocates.
+//! the program's own `atexit` handlers and destructors, and never allocates. By then some
+//! programs have closed stderr (GNU coreutils close it in an `atexit` handler), so
+//! enabling takes a private duplicate of it, used at exit if it still is the same file.
+//! A program that leaves with `_exit` (dash, for one) runs no exit hooks: no summary.
 
 use crate::fmt::Message;
 use crate::prefixed::HakmemStats;
 use core::fmt::Write;
-use core::sync::atomic::{AtomicBool, AtomicIsize, AtomicUsize, Ordering::Relaxed};
+use core::sync::atomic::{
+    AtomicBool, AtomicI32, AtomicIsize, AtomicU64, AtomicUsize, Ordering::Relaxed,
+};
 use hakmem_core::os::COUNTERS;
 
 static ENABLED: AtomicBool = AtomicBool::new(false);
@@ -25,9 +30,44 @@ static PEAK_LIVE: AtomicUsize = AtomicUsize::new(0);
 /// Largest `mapped` seen after an allocation.
 static PEAK_MAPPED: AtomicUsize = AtomicUsize::new(0);
 
+/// A duplicate of stderr taken when counting started, and the `(device, inode)` it
+/// referred to (-1: none).
+static SUMMARY_FD: AtomicI32 = AtomicI32::new(-1);
+static SUMMARY_FILE: AtomicU64 = AtomicU64::new(0);
+
 /// Start counting (the constructor, for `HAKMEM_STATS=1`).
 pub fn enable() {
     ENABLED.store(true, Relaxed);
+    // High, so that programs which assume low descriptors are free do not meet it.
+    // SAFETY: fcntl on a descriptor number has no memory effects.
+    let fd = unsafe { libc::fcntl(2, libc::F_DUPFD_CLOEXEC, 100) };
+    if let (true, Some(id)) = (fd >= 0, file_id(fd)) {
+        SUMMARY_FD.store(fd, Relaxed);
+        SUMMARY_FILE.store(id, Relaxed);
+    }
+}
+
+/// Identify the file `fd` refers to (a hash of device and inode).
+fn file_id(fd: i32) -> Option<u64> {
+    // SAFETY: `st` is written by fstat before it is read, and only on success.
+    let st = unsafe {
+        let mut st = core::mem::MaybeUninit::<libc::stat>::uninit();
+        if libc::fstat(fd, st.as_mut_ptr()) != 0 {
+            return None;
+        }
+        st.assume_init()
+    };
+    Some((st.st_dev as u64).rotate_left(32) ^ st.st_ino as u64)
+}
+
+/// Where the exit summary goes: the duplicate if it still is the same file, else fd 2.
+fn summary_fd() -> i32 {
+    let fd = SUMMARY_FD.load(Relaxed);
+    if fd >= 0 && file_id(fd) == Some(SUMMARY_FILE.load(Relaxed)) {
+        fd
+    } else {
+        2
+    }
 }
 
 #[inline(always)]
@@ -92,11 +132,15 @@ pub fn snapshot() -> HakmemStats {
 
 /// Write the summary to stderr.
 pub fn print_summary() {
+    print_summary_to(2);
+}
+
+fn print_summary_to(fd: i32) {
     let s = snapshot();
     let mut m = Message::<1024>::new();
     // Writing into a `Message` cannot fail (it truncates).
     let _ = write_summary(&mut m, &s);
-    m.emit();
+    m.emit_to(fd);
 }
 
 fn write_summary(m: &mut impl Write, s: &HakmemStats) -> core::fmt::Result {
@@ -143,7 +187,7 @@ fn per_call(os: usize, calls: usize) -> (u128, u128) {
 /// The exit hook: `.fini_array` rather than `atexit`, which may allocate.
 extern "C" fn at_exit() {
     if enabled() {
-        print_summary();
+        print_summary_to(summary_fd());
     }
 }
 

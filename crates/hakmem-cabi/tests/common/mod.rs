@@ -50,6 +50,19 @@ fn build_library() -> PathBuf {
     profile_dir
 }
 
+/// The prefixed API: what include/hakmem.h declares and the library exports.
+pub const PREFIXED_API: &[&str] = &[
+    "hakmem_malloc",
+    "hakmem_free",
+    "hakmem_calloc",
+    "hakmem_realloc",
+    "hakmem_aligned_alloc",
+    "hakmem_usable_size",
+    "hakmem_trim",
+    "hakmem_stats",
+    "hakmem_stats_print",
+];
+
 pub fn lib() -> PathBuf {
     lib_dir().join("libhakmem.so")
 }
@@ -85,54 +98,61 @@ pub fn skip_without(program: &str) -> bool {
     true
 }
 
-/// Compile `tests/c/<name>` (a `.c` or `.cpp` file) once per test process with
-/// `compiler` and `args`, and return the output path.
+/// Compile `tests/c/<name>` (a `.c` or `.cpp` file) into an executable with `compiler`
+/// and `args`, once per test process; returns its path.
 pub fn build(name: &str, compiler: &str, args: &[&str]) -> PathBuf {
-    static BUILT: OnceLock<Mutex<HashMap<String, PathBuf>>> = OnceLock::new();
-    let key = format!("{name} {compiler} {}", args.join(" "));
-    let mut built = BUILT
-        .get_or_init(Default::default)
-        .lock()
-        .unwrap_or_else(|e| e.into_inner());
-    if let Some(p) = built.get(&key) {
-        return p.clone();
-    }
-    let src = crate_dir().join("tests/c").join(name);
-    let out_dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("hakmem-cabi-c");
-    std::fs::create_dir_all(&out_dir).unwrap();
     let stem = Path::new(name).file_stem().unwrap().to_str().unwrap();
-    let tag = format!("{:x}", fxhash(&key));
-    let out = out_dir.join(format!("{stem}-{tag}"));
-    let mut cmd = Command::new(compiler);
-    // -fno-builtin: gcc would otherwise drop malloc/free pairs whose block is unused.
-    cmd.arg("-O1")
-        .arg("-fno-builtin")
-        .arg("-g")
-        .arg("-Wall")
-        .arg("-Werror")
-        .arg("-I")
-        .arg(crate_dir().join("tests/c"))
-        .arg("-I")
-        .arg(crate_dir().join("include"))
-        .arg("-o")
-        .arg(&out)
-        .arg(&src)
-        .args(args)
-        .arg("-pthread")
-        .arg("-ldl");
-    let o = cmd.output().expect("run the C compiler");
-    assert!(
-        o.status.success(),
-        "compiling {name} failed:\n{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    built.insert(key, out.clone());
-    out
+    let tag = fxhash(&format!("{compiler} {}", args.join(" ")));
+    compile(name, compiler, &format!("{stem}-{tag:x}"), args)
 }
 
 /// Compile a C test program (an executable) with gcc.
 pub fn build_c(name: &str) -> PathBuf {
     build(name, "gcc", &[])
+}
+
+/// Compile `tests/c/<stem>.c` into the shared library `lib<stem>.so`; returns its path.
+pub fn build_shared(name: &str) -> PathBuf {
+    let stem = Path::new(name).file_stem().unwrap().to_str().unwrap();
+    compile(name, "gcc", &format!("lib{stem}.so"), &["-shared", "-fPIC"])
+}
+
+/// The folder compiled test programs and libraries go to.
+pub fn c_out_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("hakmem-cabi-c")
+}
+
+fn compile(name: &str, compiler: &str, out_name: &str, args: &[&str]) -> PathBuf {
+    static BUILT: OnceLock<Mutex<HashMap<String, PathBuf>>> = OnceLock::new();
+    let mut built = BUILT
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|e| e.into_inner());
+    if let Some(p) = built.get(out_name) {
+        return p.clone();
+    }
+    std::fs::create_dir_all(c_out_dir()).unwrap();
+    let out = c_out_dir().join(out_name);
+    // -fno-builtin: gcc would otherwise drop malloc/free pairs whose block is unused.
+    let o = Command::new(compiler)
+        .args(["-O1", "-fno-builtin", "-g", "-Wall", "-Werror", "-I"])
+        .arg(crate_dir().join("tests/c"))
+        .arg("-I")
+        .arg(crate_dir().join("include"))
+        .arg("-o")
+        .arg(&out)
+        .arg(crate_dir().join("tests/c").join(name))
+        .args(args)
+        .args(["-pthread", "-ldl"])
+        .output()
+        .expect("run the C compiler");
+    assert!(
+        o.status.success(),
+        "compiling {name} failed:\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    built.insert(out_name.to_owned(), out.clone());
+    out
 }
 
 fn fxhash(s: &str) -> u64 {
