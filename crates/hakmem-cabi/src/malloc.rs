@@ -71,8 +71,27 @@ pub unsafe fn free_block(p: *mut c_void) {
     if p.is_null() {
         return;
     }
-    let _errno = errno::Preserve::new();
     let p = p.cast::<u8>();
+    match hakmem_core::owner(p) {
+        // The fast path: a small block, no statistics.
+        Owner::Small { class, .. } if !stats::enabled() => {
+            let _errno = errno::Preserve::new();
+            // SAFETY: `owner` found a block of `class`, which the caller gives up.
+            unsafe { hakmem_core::thread_cache::free(p, class) }
+        }
+        // SAFETY: by the caller.
+        _ => unsafe { free_other(p) },
+    }
+}
+
+/// Everything but the fast path of [`free_block`], out of line.
+///
+/// # Safety
+/// As for [`free_block`].
+#[cold]
+#[inline(never)]
+unsafe fn free_other(p: *mut u8) {
+    let _errno = errno::Preserve::new();
     match hakmem_core::owner(p) {
         Owner::Small { class, .. } => {
             stats::on_free(p);

@@ -207,7 +207,7 @@ static void usable_size_rules(void) {
     static unsigned char *p[N];
     static size_t usable[N];
     for (int i = 0; i < N; i++) {
-        size_t size = i < 1500 ? (size_t)i * 7 : (size_t)i * 3000;
+        size_t size = i < 1500 ? (size_t)i * 7 : (size_t)(i - 1500) * 1000 + 60000;
         p[i] = malloc(size);
         usable[i] = malloc_usable_size(p[i]);
         CHECK(usable[i] >= size);
