@@ -8,7 +8,8 @@
 //!   and calls it through an `extern "C-unwind"` pointer; these functions are
 //!   `extern "C-unwind"` too, so the exception travels through them to the caller's
 //!   `catch`. Without libstdc++ in the process the message goes to stderr and the process
-//!   aborts.
+//!   aborts. (This needs the library built with `panic = "unwind"`, the default: with
+//!   `"abort"`, a foreign exception reaching Rust frames aborts.)
 //! - `nothrow` variants return null on failure (without calling the new-handler: it might
 //!   throw, and these functions must not).
 //! - Sized `delete` (`_ZdlPvm` & co.) frees by the stated size with no lookup of the

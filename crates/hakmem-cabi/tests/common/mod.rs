@@ -12,9 +12,19 @@ use std::sync::{Mutex, OnceLock};
 /// by `cargo build -p hakmem-cabi` in the same profile. (`cargo test` does not build a
 /// cdylib-only library for integration tests, which do not link it; cargo does not
 /// hold the build folder's lock while tests run, and the build is a no-op when fresh.)
+///
+/// `HAKMEM_TEST_LIB_DIR=$PWD/target/release` (an absolute path: tests run in the crate
+/// folder) tests a library built elsewhere instead
+/// (`cargo build --release -p hakmem-cabi` first).
 pub fn lib_dir() -> PathBuf {
     static BUILT: OnceLock<PathBuf> = OnceLock::new();
-    BUILT.get_or_init(build_library).clone()
+    BUILT
+        .get_or_init(|| match std::env::var_os("HAKMEM_TEST_LIB_DIR") {
+            Some(dir) => std::fs::canonicalize(&dir)
+                .expect("HAKMEM_TEST_LIB_DIR is an existing absolute path"),
+            None => build_library(),
+        })
+        .clone()
 }
 
 fn build_library() -> PathBuf {
