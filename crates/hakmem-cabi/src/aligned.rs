@@ -1,0 +1,141 @@
+//! Aligned allocation: `posix_memalign`, `aligned_alloc`, `memalign`, `valloc`, `pvalloc`,
+//! with glibc's rules for odd arguments.
+//!
+//! - `posix_memalign`: the alignment must be a power of two and a multiple of
+//!   `sizeof(void *)`, else `EINVAL` with the output untouched; `ENOMEM` on failure.
+//!   `errno` is left alone either way.
+//! - `aligned_alloc`: any power-of-two alignment, any size (C17 dropped "a multiple of
+//!   the alignment"); otherwise null with `EINVAL` (glibc 2.38's rule).
+//! - `memalign`: an alignment of 16 or less is `malloc`'s; one that is not a power of two
+//!   is rounded up to the next; beyond `SIZE_MAX / 2 + 1` it is `EINVAL`.
+//! - `valloc` / `pvalloc`: page aligned; `pvalloc` rounds the size up to whole pages.
+//!
+//! hakmem serves alignments up to 2 MiB; larger ones fail with `ENOMEM`.
+
+use crate::malloc::{self, MIN_ALIGN};
+use core::ffi::{c_int, c_void};
+use core::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+
+static PAGE_SIZE: AtomicUsize = AtomicUsize::new(0);
+
+/// The system page size (`sysconf`, once).
+pub fn page_size() -> usize {
+    let p = PAGE_SIZE.load(Relaxed);
+    if p != 0 {
+        return p;
+    }
+    // SAFETY: sysconf has no preconditions and does not allocate.
+    let p = match unsafe { libc::sysconf(libc::_SC_PAGESIZE) } {
+        n if n > 0 => n as usize,
+        _ => 4096,
+    };
+    PAGE_SIZE.store(p, Relaxed);
+    p
+}
+
+/// `memalign`'s treatment of the alignment: `None` is `EINVAL`.
+pub fn memalign_alignment(align: usize) -> Option<usize> {
+    if align <= MIN_ALIGN {
+        return Some(MIN_ALIGN);
+    }
+    if align > usize::MAX / 2 + 1 {
+        return None;
+    }
+    Some(align.next_power_of_two())
+}
+
+/// `memalign(align, size)`.
+pub fn memalign_impl(align: usize, size: usize) -> *mut c_void {
+    match memalign_alignment(align) {
+        Some(a) => malloc::alloc(size, a),
+        None => invalid(),
+    }
+}
+
+/// `pvalloc(size)`: whole pages.
+pub fn pvalloc_impl(size: usize) -> *mut c_void {
+    let page = page_size();
+    match hakmem_core::os::round_up(size.max(1), page) {
+        Some(rounded) => malloc::alloc(rounded, page),
+        None => malloc::out_of_memory(),
+    }
+}
+
+#[cold]
+fn invalid() -> *mut c_void {
+    crate::errno::set(libc::EINVAL);
+    core::ptr::null_mut()
+}
+
+/// `aligned_alloc(align, size)`.
+pub fn aligned_alloc_impl(align: usize, size: usize) -> *mut c_void {
+    if !align.is_power_of_two() {
+        return invalid();
+    }
+    malloc::alloc(size, align)
+}
+
+/// `posix_memalign(out, align, size)`.
+///
+/// # Safety
+/// `out` is valid for a write of a pointer.
+#[no_mangle]
+pub unsafe extern "C" fn posix_memalign(out: *mut *mut c_void, align: usize, size: usize) -> c_int {
+    if !align.is_power_of_two() || align % core::mem::size_of::<*mut c_void>() != 0 {
+        return libc::EINVAL;
+    }
+    let p = malloc::alloc_or_null(size, align);
+    if p.is_null() {
+        return libc::ENOMEM;
+    }
+    // SAFETY: by the caller.
+    unsafe { *out = p };
+    0
+}
+
+/// `aligned_alloc(align, size)`.
+#[no_mangle]
+pub extern "C" fn aligned_alloc(align: usize, size: usize) -> *mut c_void {
+    aligned_alloc_impl(align, size)
+}
+
+/// `memalign(align, size)`.
+#[no_mangle]
+pub extern "C" fn memalign(align: usize, size: usize) -> *mut c_void {
+    memalign_impl(align, size)
+}
+
+/// `valloc(size)`: page aligned.
+#[no_mangle]
+pub extern "C" fn valloc(size: usize) -> *mut c_void {
+    malloc::alloc(size, page_size())
+}
+
+/// `pvalloc(size)`: page aligned, the size rounded up to whole pages.
+#[no_mangle]
+pub extern "C" fn pvalloc(size: usize) -> *mut c_void {
+    pvalloc_impl(size)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn memalign_rounds_like_glibc() {
+        assert_eq!(memalign_alignment(0), Some(16));
+        assert_eq!(memalign_alignment(8), Some(16));
+        assert_eq!(memalign_alignment(24), Some(32));
+        assert_eq!(memalign_alignment(4096), Some(4096));
+        assert_eq!(
+            memalign_alignment(usize::MAX / 2 + 1),
+            Some(usize::MAX / 2 + 1)
+        );
+        assert_eq!(memalign_alignment(usize::MAX / 2 + 2), None);
+    }
+
+    #[test]
+    fn page_size_is_a_power_of_two() {
+        assert!(page_size().is_power_of_two());
+    }
+}

@@ -1,0 +1,301 @@
+//! The malloc family with glibc's semantics, and the internal entry points every other
+//! module forwards to.
+//!
+//! - Every block is at least 16-byte aligned; `malloc(0)` returns a unique 16-byte block.
+//! - Failure returns null with `errno = ENOMEM`; so do `calloc` and `reallocarray` when
+//!   the size overflows.
+//! - `free` (and `free_sized`, `free_aligned_sized`, `cfree`) leaves `errno` alone.
+//! - `realloc(NULL, n)` is `malloc(n)`; `realloc(p, 0)` frees `p` and returns null, as
+//!   glibc does.
+//! - `malloc_usable_size(p)` is the block's size: at least the request, all of it usable,
+//!   the same for the block's whole life (0 for null or a pointer hakmem did not hand out).
+//! - A pointer hakmem never handed out goes to [`crate::foreign`]; a pointer inside
+//!   hakmem's memory that is not a live block is reported and the process aborts.
+
+use crate::{errno, foreign, stats};
+use core::ffi::{c_int, c_void};
+use core::ptr::null_mut;
+use hakmem_core::{Misuse, Owner};
+
+/// The alignment of every block `malloc` hands out.
+pub const MIN_ALIGN: usize = hakmem_core::size_class::MIN_ALIGN;
+
+/// Allocate, without touching `errno` (null on failure).
+#[inline(always)]
+pub fn alloc_or_null(size: usize, align: usize) -> *mut c_void {
+    let p = hakmem_core::alloc(size, align);
+    if !p.is_null() {
+        stats::on_alloc(p);
+    }
+    p.cast()
+}
+
+/// Allocate; on failure set `errno = ENOMEM` and return null.
+#[inline(always)]
+pub fn alloc(size: usize, align: usize) -> *mut c_void {
+    let p = alloc_or_null(size, align);
+    if p.is_null() {
+        return out_of_memory();
+    }
+    p
+}
+
+/// Set `errno = ENOMEM`, return null.
+#[cold]
+pub fn out_of_memory() -> *mut c_void {
+    errno::set(libc::ENOMEM);
+    null_mut()
+}
+
+/// `calloc`: `n * size` zeroed bytes, `ENOMEM` when the product overflows.
+#[inline]
+pub fn alloc_array_zeroed(n: usize, size: usize) -> *mut c_void {
+    let Some(total) = n.checked_mul(size) else {
+        return out_of_memory();
+    };
+    let p = hakmem_core::alloc_zeroed(total, MIN_ALIGN);
+    if p.is_null() {
+        return out_of_memory();
+    }
+    stats::on_alloc(p);
+    p.cast()
+}
+
+/// `free`: null ignored, `errno` preserved.
+///
+/// # Safety
+/// `p` is null, a live block from hakmem that the caller gives up, or a pointer hakmem
+/// never handed out (see [`crate::foreign`]).
+#[inline(always)]
+pub unsafe fn free_block(p: *mut c_void) {
+    if p.is_null() {
+        return;
+    }
+    let p = p.cast::<u8>();
+    match hakmem_core::owner(p) {
+        // The fast path: a small block, no statistics.
+        Owner::Small { class, .. } if !stats::enabled() => {
+            let _errno = errno::Preserve::new();
+            // SAFETY: `owner` found a block of `class`, which the caller gives up.
+            unsafe { hakmem_core::thread_cache::free(p, class) }
+        }
+        // SAFETY: by the caller.
+        _ => unsafe { free_other(p) },
+    }
+}
+
+/// Everything but the fast path of [`free_block`], out of line.
+///
+/// # Safety
+/// As for [`free_block`].
+#[cold]
+#[inline(never)]
+unsafe fn free_other(p: *mut u8) {
+    let _errno = errno::Preserve::new();
+    match hakmem_core::owner(p) {
+        Owner::Small { class, .. } => {
+            stats::on_free(p);
+            // SAFETY: `owner` found a block of `class`, which the caller gives up.
+            unsafe { hakmem_core::thread_cache::free(p, class) }
+        }
+        Owner::Large { .. } => {
+            stats::on_free(p);
+            // SAFETY: a live large block, by the caller.
+            unsafe { hakmem_core::free(p) }
+        }
+        Owner::Foreign => foreign::free(p),
+        Owner::Invalid => hakmem_core::report_misuse(p, Misuse::InvalidFree, None),
+    }
+}
+
+/// `free` for a block whose request `(size, align)` the caller states (C++ sized
+/// `delete`): the class comes from the size, with no lookup of the block's header.
+///
+/// # Safety
+/// As for [`free_block`]; a hakmem block was allocated with this `size` and `align`.
+#[inline(always)]
+pub unsafe fn free_sized_block(p: *mut c_void, size: usize, align: usize) {
+    if p.is_null() {
+        return;
+    }
+    let p = p.cast::<u8>();
+    // One load of a static bitmap keeps foreign pointers (a program's own `operator new`
+    // that did not replace sized `delete`, say) out of hakmem's lists.
+    if !hakmem_core::chunk_map::contains(p as usize) {
+        return foreign::free(p);
+    }
+    #[cfg(debug_assertions)]
+    check_stated_size(p, size, align);
+    let _errno = errno::Preserve::new();
+    stats::on_free(p);
+    // SAFETY: by the caller, a hakmem block allocated with `(size, align)`.
+    unsafe { hakmem_core::dealloc(p, size, align) }
+}
+
+/// Debug builds: abort when a stated size does not match the block's class.
+#[cfg(debug_assertions)]
+fn check_stated_size(p: *mut u8, size: usize, align: usize) {
+    use hakmem_core::size_class::class_for;
+    let ok = match hakmem_core::owner(p) {
+        Owner::Small { class, .. } => class_for(size, align) == Some(class),
+        Owner::Large { .. } => class_for(size, align).is_none(),
+        _ => false,
+    };
+    if !ok {
+        hakmem_core::os::write_stderr(
+            b"hakmem: sized delete with a size or alignment the block was not allocated with\n",
+        );
+        hakmem_core::report_misuse(p, Misuse::InvalidFree, None);
+    }
+}
+
+/// `realloc` with glibc's semantics (see the module docs).
+///
+/// # Safety
+/// `p` is null, a live block from hakmem, or a pointer hakmem never handed out; on
+/// success (or when `new_size` is 0) the caller no longer uses `p`.
+pub unsafe fn realloc_block(p: *mut c_void, new_size: usize) -> *mut c_void {
+    if p.is_null() {
+        return alloc(new_size, MIN_ALIGN);
+    }
+    if new_size == 0 {
+        // SAFETY: by the caller.
+        unsafe { free_block(p) };
+        return null_mut();
+    }
+    let p = p.cast::<u8>();
+    match hakmem_core::owner(p) {
+        Owner::Small { .. } | Owner::Large { .. } => {
+            stats::on_free(p);
+            // SAFETY: a live hakmem block, by the caller.
+            let q = unsafe { hakmem_core::realloc_unsized(p, new_size) };
+            if q.is_null() {
+                stats::on_alloc(p); // still the caller's
+                return out_of_memory();
+            }
+            stats::on_alloc(q);
+            q.cast()
+        }
+        // SAFETY: `p` is the caller's and readable, by the caller.
+        Owner::Foreign => unsafe { foreign::realloc(p, new_size) },
+        Owner::Invalid => hakmem_core::report_misuse(p, Misuse::InvalidFree, None),
+    }
+}
+
+/// `reallocarray`: `realloc(p, n * size)`, `ENOMEM` (and `p` untouched) on overflow.
+///
+/// # Safety
+/// As for [`realloc_block`].
+pub unsafe fn realloc_array(p: *mut c_void, n: usize, size: usize) -> *mut c_void {
+    match n.checked_mul(size) {
+        // SAFETY: by the caller.
+        Some(total) => unsafe { realloc_block(p, total) },
+        None => out_of_memory(),
+    }
+}
+
+/// Usable bytes of the block at `p`; 0 for null and for pointers that are not blocks.
+pub fn usable_size(p: *const c_void) -> usize {
+    if p.is_null() {
+        return 0;
+    }
+    hakmem_core::usable_size(p.cast())
+}
+
+/// Give cached free memory back to the OS; whether any mapping shrank.
+pub fn trim() -> bool {
+    let mapped = || {
+        hakmem_core::os::COUNTERS
+            .mapped_bytes
+            .load(core::sync::atomic::Ordering::Relaxed)
+    };
+    let before = mapped();
+    hakmem_core::trim();
+    mapped() < before
+}
+
+/// `malloc(size)`.
+#[no_mangle]
+pub extern "C" fn malloc(size: usize) -> *mut c_void {
+    alloc(size, MIN_ALIGN)
+}
+
+/// `free(p)`.
+///
+/// # Safety
+/// `p` is null or was returned by this library's allocation functions and not freed.
+#[no_mangle]
+pub unsafe extern "C" fn free(p: *mut c_void) {
+    // SAFETY: by the caller.
+    unsafe { free_block(p) }
+}
+
+/// `calloc(n, size)`.
+#[no_mangle]
+pub extern "C" fn calloc(n: usize, size: usize) -> *mut c_void {
+    alloc_array_zeroed(n, size)
+}
+
+/// `realloc(p, size)`.
+///
+/// # Safety
+/// As for [`free`]; the old pointer is not used after a successful call.
+#[no_mangle]
+pub unsafe extern "C" fn realloc(p: *mut c_void, size: usize) -> *mut c_void {
+    // SAFETY: by the caller.
+    unsafe { realloc_block(p, size) }
+}
+
+/// `reallocarray(p, n, size)`.
+///
+/// # Safety
+/// As for [`realloc`].
+#[no_mangle]
+pub unsafe extern "C" fn reallocarray(p: *mut c_void, n: usize, size: usize) -> *mut c_void {
+    // SAFETY: by the caller.
+    unsafe { realloc_array(p, n, size) }
+}
+
+/// `malloc_usable_size(p)`.
+#[no_mangle]
+pub extern "C" fn malloc_usable_size(p: *mut c_void) -> usize {
+    usable_size(p)
+}
+
+/// `cfree(p)`: the old name of `free`.
+///
+/// # Safety
+/// As for [`free`].
+#[no_mangle]
+pub unsafe extern "C" fn cfree(p: *mut c_void) {
+    // SAFETY: by the caller.
+    unsafe { free_block(p) }
+}
+
+/// C23 `free_sized(p, size)`. The size is not needed: one lookup finds the block's class,
+/// and trusting it would turn a wrong size (undefined in C23) into heap corruption.
+///
+/// # Safety
+/// As for [`free`].
+#[no_mangle]
+pub unsafe extern "C" fn free_sized(p: *mut c_void, _size: usize) {
+    // SAFETY: by the caller.
+    unsafe { free_block(p) }
+}
+
+/// C23 `free_aligned_sized(p, alignment, size)`, as [`free_sized`].
+///
+/// # Safety
+/// As for [`free`].
+#[no_mangle]
+pub unsafe extern "C" fn free_aligned_sized(p: *mut c_void, _alignment: usize, _size: usize) {
+    // SAFETY: by the caller.
+    unsafe { free_block(p) }
+}
+
+/// `malloc_trim(pad)`: give cached free memory back now (the calling thread's cache,
+/// empty superslabs, cached large mappings). Returns 1 if memory was released.
+#[no_mangle]
+pub extern "C" fn malloc_trim(_pad: usize) -> c_int {
+    trim() as c_int
+}

@@ -1,0 +1,111 @@
+//! What `libhakmem.so` exports (`nm -D --defined-only`): exactly the C ABI, nothing else;
+//! and its soname.
+
+mod common;
+
+use common::*;
+use std::collections::BTreeSet;
+use std::process::Command;
+
+/// Exported besides the prefixed API.
+const EXPORTED: &[&str] = &[
+    // The malloc family.
+    "malloc",
+    "free",
+    "calloc",
+    "realloc",
+    "reallocarray",
+    "malloc_usable_size",
+    "cfree",
+    "free_sized",
+    "free_aligned_sized",
+    "malloc_trim",
+    "posix_memalign",
+    "aligned_alloc",
+    "memalign",
+    "valloc",
+    "pvalloc",
+    // glibc's other names and introspection.
+    "__libc_malloc",
+    "__libc_free",
+    "__libc_calloc",
+    "__libc_realloc",
+    "__libc_memalign",
+    "__libc_valloc",
+    "__libc_pvalloc",
+    "__libc_mallinfo",
+    "__libc_mallopt",
+    "mallinfo",
+    "mallinfo2",
+    "mallopt",
+    "malloc_stats",
+    "malloc_info",
+    // C++ operator new / delete.
+    "_Znwm",
+    "_Znam",
+    "_ZnwmRKSt9nothrow_t",
+    "_ZnamRKSt9nothrow_t",
+    "_ZnwmSt11align_val_t",
+    "_ZnamSt11align_val_t",
+    "_ZnwmSt11align_val_tRKSt9nothrow_t",
+    "_ZnamSt11align_val_tRKSt9nothrow_t",
+    "_ZdlPv",
+    "_ZdaPv",
+    "_ZdlPvm",
+    "_ZdaPvm",
+    "_ZdlPvRKSt9nothrow_t",
+    "_ZdaPvRKSt9nothrow_t",
+    "_ZdlPvSt11align_val_t",
+    "_ZdaPvSt11align_val_t",
+    "_ZdlPvmSt11align_val_t",
+    "_ZdaPvmSt11align_val_t",
+    "_ZdlPvSt11align_val_tRKSt9nothrow_t",
+    "_ZdaPvSt11align_val_tRKSt9nothrow_t",
+];
+
+#[test]
+fn exports_exactly_the_c_abi() {
+    if skip_without("nm") {
+        return;
+    }
+    let o = Command::new("nm")
+        .args(["-D", "--defined-only", "--format=posix"])
+        .arg(lib())
+        .output()
+        .expect("nm");
+    assert_success(&o, "nm -D");
+    let found: BTreeSet<String> = text(&o.stdout)
+        .lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .map(|name| name.split('@').next().unwrap().to_owned())
+        .collect();
+    let expected: BTreeSet<String> = EXPORTED
+        .iter()
+        .chain(PREFIXED_API)
+        .map(|s| s.to_string())
+        .collect();
+    let extra: Vec<_> = found.difference(&expected).collect();
+    let missing: Vec<_> = expected.difference(&found).collect();
+    assert!(
+        extra.is_empty() && missing.is_empty(),
+        "exported but not expected: {extra:?}\nexpected but not exported: {missing:?}"
+    );
+}
+
+#[test]
+fn soname_is_libhakmem_so() {
+    if skip_without("readelf") {
+        return;
+    }
+    let o = Command::new("readelf")
+        .arg("-d")
+        .arg(lib())
+        .output()
+        .expect("readelf");
+    assert_success(&o, "readelf -d");
+    assert!(
+        text(&o.stdout).contains("Library soname: [libhakmem.so]"),
+        "{}",
+        text(&o.stdout)
+    );
+}
