@@ -18,7 +18,7 @@
 
 use crate::large;
 use crate::size_class::{block_size, class_for, Class, MIN_ALIGN};
-use crate::superslab::{SuperSlab, SLAB_SHIFT, SLAB_SIZE};
+use crate::superslab::SuperSlab;
 use crate::{owner, report_misuse, thread_cache, Misuse, Owner};
 
 /// Bytes at the end of each small block taken by the canary.
@@ -82,8 +82,7 @@ fn inspect(p: *mut u8) -> Option<Class> {
         Owner::Large { .. } => None,
         Owner::Small { class, .. } => {
             let b = block_size(class);
-            let span_start = span_start(p as usize, class);
-            if (p as usize - span_start) % b != 0 {
+            if SuperSlab::offset_in_span(p as usize, class) % b != 0 {
                 report_misuse(p, Misuse::InteriorFree, Some(class));
             }
             // SAFETY: `p` starts a block of `b >= 16` bytes in a live slab.
@@ -102,13 +101,6 @@ fn inspect(p: *mut u8) -> Option<Class> {
             Some(class)
         }
     }
-}
-
-/// First block address of the span holding `addr`, a block of class `c`.
-fn span_start(addr: usize, c: Class) -> usize {
-    let ss = SuperSlab::of(addr) as usize;
-    let slab = (addr - ss) >> SLAB_SHIFT;
-    ss + (slab & !(crate::size_class::span_slabs(c) - 1)) * SLAB_SIZE
 }
 
 /// Free a small block after [`inspect`]: mark it freed, then the normal path.

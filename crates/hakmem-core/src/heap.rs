@@ -177,7 +177,8 @@ impl Heap {
             if ss.owner.load(Ordering::Relaxed) == me {
                 // SAFETY: we own the slab and the block is handed out.
                 unsafe { meta.put(p) };
-                self.after_return(ss, meta);
+                // A superslab given back here has no block left in the chain.
+                let _ = self.after_return(ss, meta);
             } else if core::ptr::eq(run_meta, meta) {
                 // SAFETY: the block is ours; link it at the head of the run.
                 unsafe { (*p).next = run_first };
@@ -197,12 +198,15 @@ impl Heap {
     }
 
     /// After blocks came back to `meta`: release it when empty, else make it findable.
-    fn after_return(&self, ss: &SuperSlab, meta: &SlabMeta) {
+    /// True when that gave the whole superslab back to the pool.
+    fn after_return(&self, ss: &SuperSlab, meta: &SlabMeta) -> bool {
         if meta.used() == 0 {
-            self.release_slab(ss, meta);
-        } else if !meta.in_partial() {
+            return self.release_slab(ss, meta);
+        }
+        if !meta.in_partial() {
             self.push_partial(meta.class() as usize, meta);
         }
+        false
     }
 
     /// Drain the remote lists flagged in our superslabs; true if any block came home.
@@ -214,6 +218,7 @@ impl Heap {
             let s = unsafe { &*ss };
             let next = s.next.get();
             let mut bits = s.take_pending();
+            let mut empty = 0u64;
             while bits != 0 {
                 let i = bits.trailing_zeros() as usize;
                 bits &= bits - 1;
@@ -224,8 +229,15 @@ impl Heap {
                 // SAFETY: we own the slab.
                 if unsafe { meta.collect_remote() } > 0 {
                     found = true;
-                    self.after_return(s, meta);
+                    if self.after_return(s, meta) {
+                        break; // the superslab went back to the pool: it is not ours now
+                    }
+                } else {
+                    empty |= 1 << i; // a pusher may be between its flag and its push
                 }
+            }
+            if bits == 0 {
+                s.restore_pending(empty);
             }
             ss = next;
         }
@@ -271,6 +283,25 @@ impl Heap {
         self.link_owned(fresh);
         // SAFETY: an empty superslab we own.
         unsafe { (*fresh).carve_slab(c) }
+    }
+
+    /// Adopt every abandoned superslab: blocks other threads gave back come home, and the
+    /// superslabs left empty go to the pool (for `trim`, which then unmaps them).
+    pub fn adopt_all(&self) {
+        loop {
+            let ss = pool::adopt();
+            if ss.is_null() {
+                return;
+            }
+            self.take_over(ss);
+            // SAFETY: we own it now.
+            let s = unsafe { &*ss };
+            if s.is_empty() && self.owned_count.get() > 1 {
+                self.unlink_owned(s);
+                // SAFETY: empty, and every remote list was drained by `take_over`.
+                unsafe { pool::release_empty(ss) };
+            }
+        }
     }
 
     /// Become the owner of an abandoned superslab and sort its slabs into our lists.
@@ -331,8 +362,8 @@ impl Heap {
     }
 
     /// An empty slab goes back to its superslab; a superslab left empty goes back to the
-    /// pool, unless it is the only one we own.
-    fn release_slab(&self, ss: &SuperSlab, meta: &SlabMeta) {
+    /// pool, unless it is the only one we own (then true is returned).
+    fn release_slab(&self, ss: &SuperSlab, meta: &SlabMeta) -> bool {
         if meta.in_partial() {
             self.unlink_partial(meta.class() as usize, meta);
         }
@@ -341,7 +372,9 @@ impl Heap {
             self.unlink_owned(ss);
             // SAFETY: empty (every slab's `used` was 0, so no remote push is pending).
             unsafe { pool::release_empty(ss as *const SuperSlab as *mut SuperSlab) };
+            return true;
         }
+        false
     }
 
     fn push_partial(&self, c: Class, meta: &SlabMeta) {
@@ -457,10 +490,11 @@ unsafe fn push_remote(meta: *const SlabMeta, first: *mut Block, last: *mut Block
     if meta.is_null() {
         return;
     }
-    // SAFETY: a block we hold keeps its slab (and superslab) alive.
+    // SAFETY: the blocks we hold keep their slab (and superslab) alive until the push,
+    // which is our last access.
     unsafe {
-        (*meta).remote.push_chain(first, last);
         (*SuperSlab::of(first as usize)).mark_remote(&*meta);
+        (*meta).remote.push_chain(first, last);
     }
 }
 

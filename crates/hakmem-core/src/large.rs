@@ -259,16 +259,17 @@ pub unsafe fn realloc(h: &LargeHeader, new_size: usize) -> *mut u8 {
     }
     // Grow a little more than asked, so that repeated growth does not remap every time.
     let target = os::round_up(need + need / 8, PAGE_SIZE).unwrap_or(need);
+    // The chunk bit goes before the move: once the old range is free, another thread may
+    // map a chunk there and set its bit, which we must not clear.
+    chunk_map::remove(base);
     // SAFETY: the whole mapping is ours.
     let moved = unsafe { os::remap_aligned(base as *mut u8, old_map, target, CHUNK_SIZE) };
     if moved.is_null() {
+        chunk_map::insert(base);
         return null_mut();
     }
     let new_base = moved as usize;
-    if new_base != base {
-        chunk_map::remove(base);
-        chunk_map::insert(new_base);
-    }
+    chunk_map::insert(new_base);
     // SAFETY: the header moved with the mapping.
     unsafe {
         (*(new_base as *mut LargeHeader)).map_size = target;

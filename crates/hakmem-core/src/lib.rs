@@ -37,7 +37,7 @@ pub use config::Profile;
 pub use stats::Stats;
 
 use size_class::{block_size, class_for, Class, MIN_ALIGN, NUM_CLASSES};
-use superslab::{ChunkHeader, MAP_FREE, MAP_HEADER, MAP_LARGE};
+use superslab::{ChunkHeader, SuperSlab, MAP_FREE, MAP_HEADER, MAP_LARGE};
 
 /// Allocate `size` bytes aligned to `align` (a power of two). Null when memory is
 /// exhausted or the request cannot be met (alignment over [`large::MAX_ALIGN`], size near
@@ -162,7 +162,8 @@ pub enum Owner {
     Invalid,
 }
 
-/// Classify `p` with one bitmap load and one header load; never faults for any `p`.
+/// Classify `p` with one bitmap load and one header load (and a multiply to check that
+/// `p` starts a block); never faults for any `p`.
 pub fn owner(p: *const u8) -> Owner {
     let addr = p as usize;
     if !chunk_map::contains(addr) {
@@ -177,10 +178,17 @@ pub fn owner(p: *const u8) -> Owner {
             Some(h) => Owner::Large { usable: h.usable() },
             None => Owner::Invalid,
         },
-        c if (c as usize) < NUM_CLASSES => Owner::Small {
-            class: c as Class,
-            usable: block_size(c as Class),
-        },
+        c if (c as usize) < NUM_CLASSES => {
+            let class = c as Class;
+            if size_class::is_block_offset(SuperSlab::offset_in_span(addr, class), class) {
+                Owner::Small {
+                    class,
+                    usable: block_size(class),
+                }
+            } else {
+                Owner::Invalid
+            }
+        }
         _ => Owner::Invalid,
     }
 }

@@ -35,19 +35,32 @@ pub fn set_profile(p: Profile) {
     config::set_profile(p);
 }
 
-/// Set the process up once. Re-entry from the same thread while it runs (the set-up
-/// itself allocating) returns at once: nothing in the allocator depends on it being done.
+/// The thread running the set-up (its thread-cache address), while `STATE == RUNNING`.
+static INITIALIZER: AtomicUsize = AtomicUsize::new(0);
+
+/// Set the process up once. Another thread arriving meanwhile waits for it to finish (so
+/// that it registers for thread exit and sizes its caches by the chosen profile);
+/// re-entry from the thread doing the set-up (the set-up itself allocating) returns at
+/// once: nothing in the allocator depends on it being done.
 #[cold]
 pub fn init() {
     if STATE.load(Ordering::Acquire) == READY {
         return;
     }
+    let me = crate::tls::cache() as usize;
     if STATE
         .compare_exchange(UNINIT, RUNNING, Ordering::Acquire, Ordering::Acquire)
         .is_err()
     {
-        return; // another thread (or this one, re-entered) is on it
+        if INITIALIZER.load(Ordering::Relaxed) != me {
+            while STATE.load(Ordering::Acquire) != READY {
+                // SAFETY: sched_yield has no preconditions.
+                unsafe { libc::sched_yield() };
+            }
+        }
+        return;
     }
+    INITIALIZER.store(me, Ordering::Relaxed);
     if PROFILE_FROM_CODE.load(Ordering::Relaxed) == 0 {
         read_profile_from_env();
     }

@@ -116,6 +116,26 @@ fn class_for_aligned(size: usize, align: usize) -> Option<Class> {
     class_of_size(s.next_power_of_two())
 }
 
+/// `ceil(2^40 / block size)` per class: `(offset * RECIP[c]) >> 40` is `offset / size`
+/// for every offset inside a span (below 2^19), without a division.
+static RECIP: [u64; NUM_CLASSES] = {
+    let mut t = [0u64; NUM_CLASSES];
+    let sizes = compute_block_sizes();
+    let mut c = 0;
+    while c < NUM_CLASSES {
+        t[c] = (1u64 << 40).div_ceil(sizes[c] as u64);
+        c += 1;
+    }
+    t
+};
+
+/// Whether `offset` (from the start of a span of class `c`) is the start of a block.
+#[inline(always)]
+pub fn is_block_offset(offset: usize, c: Class) -> bool {
+    let index = ((offset as u64).wrapping_mul(RECIP[c])) >> 40;
+    index as usize * block_size(c) == offset
+}
+
 /// Block size of class `c`.
 #[inline(always)]
 pub fn block_size(c: Class) -> usize {
@@ -196,6 +216,21 @@ mod tests {
                     }
                     None => assert!(size.max(align) > MAX_SMALL_SIZE),
                 }
+            }
+        }
+    }
+
+    #[test]
+    fn block_offsets_are_recognised_without_division() {
+        let step = if cfg!(miri) { 97 } else { 1 };
+        for c in 0..NUM_CLASSES {
+            let span = span_slabs(c) * crate::superslab::SLAB_SIZE;
+            for off in (0..span).step_by(step) {
+                assert_eq!(
+                    is_block_offset(off, c),
+                    off % block_size(c) == 0,
+                    "class {c} offset {off}"
+                );
             }
         }
     }

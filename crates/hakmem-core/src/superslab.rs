@@ -96,8 +96,9 @@ pub struct SlabMeta {
 #[repr(C)]
 pub struct SuperSlab {
     pub header: ChunkHeader,
-    /// Bit `i` set: slab `i`'s remote list may be non-empty (set by pushers after the
-    /// push, cleared by the owner before it drains).
+    /// Bit `i` set: slab `i`'s remote list may be non-empty. Set by pushers just before
+    /// their push; cleared by the owner before it drains, and set again when the drain
+    /// found nothing (a pusher may be between its flag and its push).
     pub remote_pending: AtomicU64,
     /// The heap that owns this superslab, or null while it is in the pool.
     pub owner: AtomicPtr<Heap>,
@@ -259,17 +260,34 @@ impl SuperSlab {
         &self.slabs[i & !(SPAN[c] as usize - 1)]
     }
 
+    /// Offset of `addr` from the first block of its span, for a block of class `c`.
+    #[inline(always)]
+    pub fn offset_in_span(addr: usize, c: Class) -> usize {
+        let ss = addr & !(CHUNK_SIZE - 1);
+        let slab = (addr - ss) >> SLAB_SHIFT;
+        addr - (ss + (slab & !(SPAN[c] as usize - 1)) * SLAB_SIZE)
+    }
+
     /// Metadata of the span starting at slab `i`.
     pub fn meta(&self, i: usize) -> &SlabMeta {
         &self.slabs[i]
     }
 
-    /// Note that slab `meta` got a remote push (after the push).
+    /// Flag slab `meta` as having remote frees. Pushers call this *before* pushing: once
+    /// the push lands, the owner may drain it, empty the slab and unmap the superslab, so
+    /// nothing may touch the superslab after the push.
     #[inline]
     pub fn mark_remote(&self, meta: &SlabMeta) {
         let bit = 1u64 << self.index_of(meta);
         if self.remote_pending.load(Ordering::Relaxed) & bit == 0 {
             self.remote_pending.fetch_or(bit, Ordering::Release);
+        }
+    }
+
+    /// Set the pending bits `bits` again (owner only; see `remote_pending`).
+    pub fn restore_pending(&self, bits: u64) {
+        if bits != 0 {
+            self.remote_pending.fetch_or(bits, Ordering::Relaxed);
         }
     }
 

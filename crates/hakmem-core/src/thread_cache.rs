@@ -296,15 +296,16 @@ pub unsafe fn teardown() {
     }
 }
 
-/// Give the calling thread's cached blocks back to their slabs and the pages of its free
-/// slabs back to the OS (for `trim`).
+/// Give the calling thread's cached blocks back to their slabs, adopt the superslabs of
+/// exited threads, and give the pages of free slabs back to the OS (for `trim`).
 pub fn flush_all() {
     let tc = tls::cache();
-    // SAFETY: the thread's own cache.
-    let h = unsafe { (*tc).heap };
+    let h = heap(tc);
     if h.is_null() {
         return;
     }
+    // SAFETY: our heap.
+    unsafe { (*h).adopt_all() };
     for c in 0..NUM_CLASSES {
         // SAFETY: the thread's own cache and heap.
         unsafe {
