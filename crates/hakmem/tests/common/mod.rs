@@ -176,3 +176,64 @@ pub fn env_u64(name: &str, default: u64) -> u64 {
         .and_then(|v| v.parse().ok())
         .unwrap_or(default)
 }
+
+/// A block from the global allocator (whichever the test binary installs) holding the
+/// pattern of its id; dropping it checks the pattern and frees it, on whatever thread
+/// drops it.
+pub struct Block {
+    ptr: *mut u8,
+    layout: std::alloc::Layout,
+    id: u64,
+}
+
+// SAFETY: the block is plain memory owned by this value alone.
+unsafe impl Send for Block {}
+
+impl Block {
+    /// A block of `size` bytes (at least 1) aligned to `align`, filled with `id`'s pattern.
+    pub fn new(size: usize, align: usize, id: u64) -> Block {
+        let layout = std::alloc::Layout::from_size_align(size.max(1), align).expect("layout");
+        // SAFETY: the layout has a non-zero size.
+        let ptr = unsafe { std::alloc::alloc(layout) };
+        assert!(!ptr.is_null(), "alloc({size}, {align}) failed");
+        assert_eq!(ptr as usize % align, 0, "alloc({size}, {align}) misaligned");
+        // SAFETY: a fresh block of `layout.size()` bytes.
+        unsafe { fill(ptr, 0, layout.size(), id) };
+        Block { ptr, layout, id }
+    }
+
+    /// A block of a random size (see [`Rng::size`]) and, one time in eight, a random
+    /// alignment up to 4 KiB.
+    pub fn random(rng: &mut Rng, max_large: usize, id: u64) -> Block {
+        let size = rng.size(max_large);
+        let align = if rng.below(8) == 0 {
+            1 << rng.range(0, 12)
+        } else {
+            8
+        };
+        Block::new(size, align, id)
+    }
+
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+
+    pub fn size(&self) -> usize {
+        self.layout.size()
+    }
+
+    /// Panic unless the block still holds its pattern.
+    #[track_caller]
+    pub fn check(&self, what: &str) {
+        // SAFETY: the block is ours for its whole size.
+        unsafe { check(self.ptr, 0, self.layout.size(), self.id, what) }
+    }
+}
+
+impl Drop for Block {
+    fn drop(&mut self) {
+        self.check("before free");
+        // SAFETY: allocated in `new` with this layout.
+        unsafe { std::alloc::dealloc(self.ptr, self.layout) };
+    }
+}
