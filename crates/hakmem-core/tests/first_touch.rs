@@ -34,10 +34,9 @@ pub unsafe extern "C" fn getenv(name: *const c_char) -> *mut c_char {
         assert!(!f.is_null(), "no libc getenv");
         std::mem::transmute::<*mut libc::c_void, Getenv>(f)
     };
+    let armed = SLOW_PROFILE_LOOKUP.load(Ordering::SeqCst);
     // SAFETY: the caller passes a C string.
-    if SLOW_PROFILE_LOOKUP.load(Ordering::SeqCst)
-        && unsafe { CStr::from_ptr(name) }.to_bytes() == b"HAKMEM_PROFILE"
-    {
+    if armed && unsafe { CStr::from_ptr(name) }.to_bytes() == b"HAKMEM_PROFILE" {
         // SAFETY: usleep has no preconditions.
         unsafe { libc::usleep(50_000) };
     }
