@@ -103,3 +103,39 @@ fn decoding_covers_every_kind_of_request() {
     assert!(ops.iter().any(|op| matches!(op, Op::Realloc { .. })));
     assert!(ops.iter().any(|op| matches!(op, Op::Free { .. })));
 }
+
+/// The oracle itself: a changed byte anywhere, at any alignment, is found where it is.
+#[test]
+fn pattern_checks_find_every_changed_byte() {
+    let mut buf = vec![0u64; 40];
+    let bytes = buf.as_mut_ptr() as *mut u8;
+    for (from, to) in [(0, 320), (3, 317), (8, 9), (5, 13)] {
+        // SAFETY (all): offsets inside the 320-byte buffer.
+        unsafe {
+            common::fill(bytes, from, to, 42);
+            assert_eq!(common::mismatch(bytes, from, to, 42), None);
+            assert_eq!(
+                common::mismatch(bytes.add(1), from, to - 1, 42).is_some(),
+                to - from > 1
+            );
+            for k in from..to {
+                *bytes.add(k) ^= 0x10;
+                assert_eq!(common::mismatch(bytes, from, to, 42), Some(k));
+                assert!(common::mismatch(bytes, from, to, 43).is_some());
+                *bytes.add(k) ^= 0x10;
+            }
+        }
+    }
+    buf.fill(0);
+    let bytes = buf.as_mut_ptr() as *mut u8;
+    for k in [0, 7, 8, 100, 319] {
+        // SAFETY: inside the buffer.
+        unsafe {
+            *bytes.add(k) = 1;
+            assert_eq!(common::nonzero(bytes, 320), Some(k));
+            *bytes.add(k) = 0;
+        }
+    }
+    // SAFETY: the whole buffer.
+    assert_eq!(unsafe { common::nonzero(bytes, 320) }, None);
+}
