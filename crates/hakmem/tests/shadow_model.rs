@@ -110,7 +110,7 @@ fn pattern_checks_find_every_changed_byte() {
     let mut buf = vec![0u64; 40];
     let bytes = buf.as_mut_ptr() as *mut u8;
     for (from, to) in [(0, 320), (3, 317), (8, 9), (5, 13)] {
-        // SAFETY (all): offsets inside the 320-byte buffer.
+        // SAFETY: every offset used lies inside the 320-byte buffer.
         unsafe {
             common::fill(bytes, from, to, 42);
             assert_eq!(common::mismatch(bytes, from, to, 42), None);
