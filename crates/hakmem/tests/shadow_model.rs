@@ -73,6 +73,23 @@ fn seeded_c_style_api() {
     seeded(Api::Unsized);
 }
 
+/// Two models at once on two threads: a block handed to both threads, or written by the
+/// wrong one, breaks a pattern.
+#[test]
+fn seeded_models_on_two_threads() {
+    std::thread::scope(|s| {
+        for (t, api) in [(0u64, Api::Sized), (1, Api::Unsized)] {
+            s.spawn(move || {
+                for seed in (1000 + t..1000 + 4 * common::scale() as u64).step_by(2) {
+                    let ops = ops_from_bytes(&common::Rng::new(seed).bytes(8 * 2000));
+                    let r = std::panic::catch_unwind(|| run(&ops, api));
+                    assert!(r.is_ok(), "{api:?} failed with HAKMEM_SHADOW_SEED={seed}");
+                }
+            });
+        }
+    });
+}
+
 #[test]
 fn decoding_covers_every_kind_of_request() {
     let ops = ops_from_bytes(&common::Rng::new(7).bytes(8 * 20_000));
