@@ -1,0 +1,293 @@
+//! The entry points of hakmem-core from outside: what `owner` and `usable_size` say about
+//! pointers of every kind, alignments up to the 2 MiB limit, large blocks grown with
+//! `mremap` to 64 MiB and shrunk back, and requests too large to serve.
+//!
+//! This binary's global allocator is the system's; hakmem is only called directly.
+
+#[path = "../../hakmem/tests/common/mod.rs"]
+mod common;
+
+use hakmem_core::size_class::{block_size, class_of_size, MAX_SMALL_SIZE, NUM_CLASSES};
+use hakmem_core::{alloc, alloc_zeroed, dealloc, owner, realloc, realloc_unsized, usable_size};
+use hakmem_core::{large, Owner};
+
+const MIB: usize = 1 << 20;
+
+/// A block from `alloc(size, align)` filled with `id`'s pattern.
+fn filled(size: usize, align: usize, id: u64) -> *mut u8 {
+    let p = alloc(size, align);
+    assert!(!p.is_null(), "alloc({size}, {align}) failed");
+    assert_eq!(p as usize % align, 0, "alloc({size}, {align}) = {p:p}");
+    // SAFETY: a fresh block of `size` bytes.
+    unsafe { common::fill(p, 0, size, id) };
+    p
+}
+
+/// Check `id`'s pattern over `size` bytes of `p`, then free it as `(size, align)`.
+fn check_and_free(p: *mut u8, size: usize, align: usize, id: u64) {
+    // SAFETY: a live block of `size` bytes made with `(size, align)`.
+    unsafe {
+        common::check(p, 0, size, id, "before free");
+        dealloc(p, size, align);
+    }
+}
+
+#[test]
+fn foreign_pointers_are_foreign() {
+    let on_stack = 0u64;
+    let boxed = Box::new([0u8; 64]);
+    let system_big = vec![0u8; 8 * MIB];
+    for p in [
+        std::ptr::null(),
+        &on_stack as *const u64 as *const u8,
+        boxed.as_ptr(),
+        system_big.as_ptr(),
+        // SAFETY: only the address is computed.
+        unsafe { system_big.as_ptr().add(5 * MIB) },
+        foreign_fn as *const u8,
+        std::ptr::without_provenance(16),
+        (1usize << 47) as *const u8,
+        usize::MAX as *const u8,
+    ] {
+        assert_eq!(owner(p), Owner::Foreign, "{p:p}");
+        assert_eq!(usable_size(p), 0, "{p:p}");
+    }
+}
+
+fn foreign_fn() {}
+
+#[test]
+fn blocks_and_their_surroundings_are_classified() {
+    let small = filled(64, 16, 1);
+    let mid = filled(5000, 16, 2);
+    let big = filled(MIB, 16, 3);
+    assert!(matches!(owner(small), Owner::Small { usable: 64, .. }));
+    match owner(mid) {
+        Owner::Small { class, usable } => {
+            assert_eq!(usable, block_size(class));
+            assert!(usable >= 5000);
+        }
+        o => panic!("mid block is {o:?}"),
+    }
+    match owner(big) {
+        Owner::Large { usable } => assert!(usable >= MIB),
+        o => panic!("large block is {o:?}"),
+    }
+    assert_eq!(usable_size(small), 64);
+    // The superslab header is not a block, nor is anything in a large block but its start.
+    let chunk = |p: *mut u8| (p as usize & !(hakmem_core::chunk_map::CHUNK_SIZE - 1)) as *const u8;
+    assert_eq!(owner(chunk(small)), Owner::Invalid);
+    assert_eq!(owner(chunk(big)), Owner::Invalid);
+    for off in [1, 16, 4096, MIB / 2] {
+        // SAFETY: only the address is computed, inside the block.
+        let inside = unsafe { big.add(off) };
+        assert_eq!(owner(inside), Owner::Invalid, "large block + {off}");
+        assert_eq!(usable_size(inside), 0);
+    }
+    check_and_free(small, 64, 16, 1);
+    check_and_free(mid, 5000, 16, 2);
+    check_and_free(big, MIB, 16, 3);
+    // A freed large block is cached (not a block any more) or unmapped (foreign).
+    assert!(
+        matches!(owner(big), Owner::Invalid | Owner::Foreign),
+        "freed large block is {:?}",
+        owner(big)
+    );
+}
+
+/// `Owner::Invalid` is documented as "inside hakmem's memory but not the start of a live
+/// block", and `free` promises to report such a pointer rather than corrupt the heap; a
+/// pointer into the middle of a small block is the commonest case.
+#[test]
+fn interior_pointers_of_small_blocks_are_not_blocks() {
+    for size in [64usize, 4096, 48 * 1024] {
+        let p = filled(size, 16, 4);
+        for off in [8usize, 16, size / 2] {
+            // SAFETY: only the address is computed, inside the block.
+            let inside = unsafe { p.add(off) };
+            assert!(
+                !matches!(owner(inside), Owner::Small { .. }),
+                "{off} bytes into a {size}-byte block, owner says {:?}",
+                owner(inside)
+            );
+        }
+        check_and_free(p, size, 16, 4);
+    }
+}
+
+#[test]
+fn usable_size_is_the_class_block_and_all_of_it_is_writable() {
+    let mut sizes: Vec<usize> = (0..NUM_CLASSES)
+        .flat_map(|c| {
+            let b = block_size(c);
+            [b - 1, b, b + 1]
+        })
+        .filter(|&s| s <= MAX_SMALL_SIZE)
+        .collect();
+    sizes.push(0);
+    // Two of each, so that neighbours would show a write past a block's end.
+    let blocks: Vec<(*mut u8, usize, u64)> = sizes
+        .iter()
+        .flat_map(|&s| [s, s])
+        .enumerate()
+        .map(|(i, s)| {
+            let p = alloc(s, 16);
+            assert!(!p.is_null());
+            let u = usable_size(p);
+            assert_eq!(u, block_size(class_of_size(s).unwrap()), "size {s}");
+            assert!(u >= s && u % 16 == 0);
+            // SAFETY: the whole usable size is the caller's.
+            unsafe { common::fill(p, 0, u, i as u64) };
+            (p, u, i as u64)
+        })
+        .collect();
+    for (p, u, id) in blocks {
+        // SAFETY: a live block of `u` usable bytes.
+        unsafe {
+            common::check(p, 0, u, id, "usable bytes");
+            hakmem_core::free(p);
+        }
+    }
+    // Large blocks: at least the request (up to twice the mapping it needs, when a cached
+    // mapping is reused), and the tail is writable too.
+    for size in [MAX_SMALL_SIZE + 1, 100_000, 3 * MIB + 5] {
+        let p = alloc(size, 16);
+        let u = usable_size(p);
+        assert!(
+            u >= size && u <= 2 * (size + 4096 + 128),
+            "size {size}: usable {u}"
+        );
+        // SAFETY: the whole usable size is the caller's.
+        unsafe {
+            common::fill(p, 0, u, 9);
+            common::check(p, 0, u, 9, "large usable bytes");
+            hakmem_core::free(p);
+        }
+    }
+}
+
+#[test]
+fn alignments_up_to_2_mib_are_honoured() {
+    for log2 in 0..=21 {
+        let align = 1usize << log2;
+        for size in [0, 1, align / 2, align, align + 1, 3 * align] {
+            let size = size.min(8 * MIB);
+            let p = filled(size, align, log2 as u64);
+            // Realloc keeps the alignment, and the content up to the smaller size.
+            let grown = size + 70_000;
+            // SAFETY: a live block made with `(size, align)`.
+            let q = unsafe { realloc(p, size, align, grown) };
+            assert!(!q.is_null(), "realloc({size} -> {grown}, align {align})");
+            assert_eq!(
+                q as usize % align,
+                0,
+                "realloc({size} -> {grown}, align {align})"
+            );
+            // SAFETY: `q` holds `grown >= size` bytes.
+            unsafe { common::check(q, 0, size, log2 as u64, "after realloc") };
+            // SAFETY: a live block made with `(grown, align)`.
+            unsafe { dealloc(q, grown, align) };
+            let z = alloc_zeroed(size, align);
+            assert_eq!(z as usize % align, 0);
+            // SAFETY: a fresh block of `size` bytes.
+            let dirty = unsafe { common::nonzero(z, size) };
+            assert_eq!(dirty, None, "alloc_zeroed({size}, {align})");
+            check_and_free(filled_in(z, size, 5), size, align, 5);
+        }
+    }
+    assert!(
+        alloc(1, 2 * large::MAX_ALIGN).is_null(),
+        "alignment over MAX_ALIGN"
+    );
+}
+
+/// Fill `p` (a fresh block of `size` bytes) with `id`'s pattern and return it.
+fn filled_in(p: *mut u8, size: usize, id: u64) -> *mut u8 {
+    // SAFETY: by the caller.
+    unsafe { common::fill(p, 0, size, id) };
+    p
+}
+
+/// Grow a large block step by step to 64 MiB and back (mremap moves pages, never copies);
+/// every step keeps the content, with the default alignment and with 1 MiB.
+#[test]
+fn large_realloc_grows_to_64_mib_and_back_keeping_content() {
+    for align in [16, MIB] {
+        let mut size = 100 * 1024;
+        let mut p = filled(size, align, 77);
+        let mut steps = vec![];
+        while size < 64 * MIB {
+            let next = (size * 2).min(64 * MIB);
+            steps.push(next);
+            size = next;
+        }
+        let mut down = size;
+        while down > 100 {
+            down /= 5;
+            steps.push(down);
+        }
+        size = 100 * 1024;
+        for next in steps {
+            // SAFETY: a live block made with `(size, align)`.
+            let q = unsafe { realloc(p, size, align, next) };
+            assert!(!q.is_null(), "realloc {size} -> {next} (align {align})");
+            assert_eq!(q as usize % align, 0);
+            // SAFETY: `q` holds `next` bytes, the first `min` from the old block.
+            unsafe {
+                common::check(
+                    q,
+                    0,
+                    size.min(next),
+                    77,
+                    &format!("realloc {size} -> {next}"),
+                );
+                common::fill(q, size.min(next), next, 77);
+            }
+            p = q;
+            size = next;
+        }
+        check_and_free(p, size, align, 77);
+    }
+}
+
+/// Requests no machine can meet fail cleanly: null, nothing written, and a block being
+/// resized stays as it was.
+#[test]
+fn absurd_sizes_return_null() {
+    let absurd = [
+        usize::MAX,
+        usize::MAX - 4095,
+        isize::MAX as usize + 1,
+        isize::MAX as usize,
+        isize::MAX as usize / 2 + 1,
+        1 << 61,
+    ];
+    let small = filled(100, 16, 11);
+    let big = filled(200_000, 16, 12);
+    let unsized_small = filled(300, 16, 13);
+    for &size in &absurd {
+        for align in [1, 16, 4096, 64 * 1024, MIB] {
+            assert!(alloc(size, align).is_null(), "alloc({size:#x}, {align})");
+            assert!(
+                alloc_zeroed(size, align).is_null(),
+                "alloc_zeroed({size:#x}, {align})"
+            );
+        }
+        // SAFETY: live blocks with their requests; on failure they stay ours.
+        unsafe {
+            assert!(
+                realloc(small, 100, 16, size).is_null(),
+                "realloc small -> {size:#x}"
+            );
+            assert!(
+                realloc(big, 200_000, 16, size).is_null(),
+                "realloc big -> {size:#x}"
+            );
+            assert!(realloc_unsized(unsized_small, size).is_null());
+            assert!(realloc_unsized(big, size).is_null());
+        }
+    }
+    check_and_free(small, 100, 16, 11);
+    check_and_free(big, 200_000, 16, 12);
+    check_and_free(unsized_small, 300, 16, 13);
+}

@@ -1,0 +1,139 @@
+//! Misuse is reported, not let loose on the heap: `free` and `realloc_unsized` of a
+//! pointer hakmem did not hand out print a message naming it and abort.
+//!
+//! Each case runs in a child process (this test binary again, running only
+//! `child_entry` with `HAKMEM_MISUSE_CASE` set), so that the abort is observed rather
+//! than suffered. A child that survives its misuse prints what became of the heap.
+
+#[path = "../../hakmem/tests/common/mod.rs"]
+mod common;
+
+use hakmem_core::{alloc, dealloc, free, realloc_unsized};
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::process::Command;
+
+const CASE_VAR: &str = "HAKMEM_MISUSE_CASE";
+
+/// Run `case` in a child and require that it aborts with `message` on stderr.
+#[track_caller]
+fn expect_abort(case: &str, message: &str) {
+    let mut cmd = Command::new(std::env::current_exe().expect("test binary"));
+    cmd.args(["--exact", "child_entry", "--nocapture", "--test-threads=1"])
+        .env(CASE_VAR, case);
+    // SAFETY: setrlimit is async-signal-safe; no core files from the expected aborts.
+    unsafe {
+        cmd.pre_exec(|| {
+            let none = libc::rlimit {
+                rlim_cur: 0,
+                rlim_max: 0,
+            };
+            libc::setrlimit(libc::RLIMIT_CORE, &none);
+            Ok(())
+        });
+    }
+    let out = cmd.output().expect("run the child");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.signal(),
+        Some(libc::SIGABRT),
+        "{case}: expected an abort, got {:?}\nstdout:\n{stdout}\nstderr:\n{stderr}",
+        out.status
+    );
+    assert!(
+        stderr.contains(message),
+        "{case}: stderr lacks {message:?}:\n{stderr}"
+    );
+}
+
+#[test]
+fn free_of_a_foreign_pointer_aborts() {
+    expect_abort("foreign-free", "free of a pointer hakmem never handed out");
+}
+
+#[test]
+fn realloc_of_a_foreign_pointer_aborts() {
+    expect_abort(
+        "foreign-realloc",
+        "realloc of a pointer hakmem never handed out",
+    );
+}
+
+#[test]
+fn free_inside_a_large_block_aborts() {
+    expect_abort("large-interior", "not the start of a live block");
+}
+
+#[test]
+fn free_of_a_superslab_header_aborts() {
+    expect_abort("header", "not the start of a live block");
+}
+
+#[test]
+fn double_free_of_a_large_block_aborts() {
+    expect_abort("large-double", "hakmem: ");
+}
+
+/// `free` promises to report "a pointer hakmem did not hand out"; a pointer into the
+/// middle of a small block is one.
+#[test]
+fn free_inside_a_small_block_aborts() {
+    expect_abort("small-interior", "not the start of a live block");
+}
+
+/// The child side: does nothing in a normal run.
+#[test]
+fn child_entry() {
+    let Ok(case) = std::env::var(CASE_VAR) else {
+        return;
+    };
+    let on_stack = [0u8; 64];
+    // SAFETY: each case misuses the allocator on purpose; the parent expects the abort.
+    unsafe {
+        match case.as_str() {
+            "foreign-free" => free(on_stack.as_ptr() as *mut u8),
+            "foreign-realloc" => {
+                realloc_unsized(on_stack.as_ptr() as *mut u8, 100);
+            }
+            "large-interior" => free(alloc(1 << 20, 16).add(4096)),
+            "header" => {
+                let p = alloc(64, 16) as usize;
+                free((p & !(hakmem_core::chunk_map::CHUNK_SIZE - 1)) as *mut u8);
+            }
+            "large-double" => {
+                let p = alloc(1 << 20, 16);
+                free(p);
+                free(p);
+            }
+            "small-interior" => small_interior(),
+            _ => panic!("unknown case {case}"),
+        }
+    }
+    println!("the child survived {case}");
+}
+
+/// Free a pointer 16 bytes into a live 64-byte block, then see what the heap hands out.
+///
+/// # Safety
+/// None: this is the misuse under test, run in a child process.
+unsafe fn small_interior() {
+    let live = alloc(64, 16);
+    // SAFETY: a fresh block of 64 bytes.
+    unsafe { common::fill(live, 0, 64, 1) };
+    // SAFETY: none; the misuse.
+    unsafe { free(live.add(16)) };
+    let next = alloc(64, 16);
+    println!("live block {live:p}; the next 64-byte block is {next:p}");
+    if next == live.wrapping_add(16) {
+        // SAFETY: hakmem handed `next` out as a 64-byte block.
+        unsafe { common::fill(next, 0, 64, 2) };
+        // SAFETY: the live block is still ours.
+        let lost = unsafe { common::mismatch(live, 0, 64, 1) };
+        println!("it overlaps the live block, whose pattern is now lost at byte {lost:?}");
+    }
+    // SAFETY: both were handed out as 64-byte blocks.
+    unsafe {
+        dealloc(next, 64, 16);
+        dealloc(live, 64, 16);
+    }
+}
