@@ -61,8 +61,11 @@ pub fn round_up(n: usize, align: usize) -> Option<usize> {
 }
 
 /// Hint for the next aligned mapping, so that most aligned mappings take one `mmap`.
-static HINT: AtomicUsize = AtomicUsize::new(0x2000_0000_0000);
-const HINT_END: usize = 0x4000_0000_0000;
+/// The hinted range is [1 TiB, 2 TiB): far from the executable, the brk heap and the
+/// kernel's top-down mappings, and inside the application range ThreadSanitizer allows
+/// (its shadow memory starts at 16 TiB). Past it, the kernel places mappings.
+static HINT: AtomicUsize = AtomicUsize::new(0x0100_0000_0000);
+const HINT_END: usize = 0x0200_0000_0000;
 
 /// Reserve `[start, start + span)` of the hint range, `start` aligned to `align`; 0 when
 /// the range is used up.
