@@ -228,7 +228,7 @@ static int run(const workload_t *w, uint64_t ops) {
     double start = now_secs();
     uint64_t done = w->run(ops);
     double secs = now_secs() - start;
-    printf("RESULT workload=%s ops=%llu secs=%.6f peak_rss_kb=%ld\n", w->name,
+    printf("RESULT workload=%s ops=%llu secs=%.9f peak_rss_kb=%ld\n", w->name,
            (unsigned long long)done, secs, peak_rss_kb());
     return 0;
 }

@@ -67,7 +67,7 @@ fn run(name: &str, ops: Option<u64>, os_calls: Option<fn() -> usize>) {
 /// Print the result line that `cargo xtask bench` reads.
 fn report(name: &str, ops: u64, secs: f64, os_calls: Option<usize>) {
     let mut line = format!(
-        "RESULT workload={name} ops={ops} secs={secs:.6} peak_rss_kb={}",
+        "RESULT workload={name} ops={ops} secs={secs:.9} peak_rss_kb={}",
         peak_rss_kb()
     );
     if let Some(calls) = os_calls {

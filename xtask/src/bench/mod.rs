@@ -15,7 +15,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use anyhow::Result;
+use anyhow::{ensure, Result};
 use clap::Args;
 
 pub use plan::Allocator;
@@ -48,12 +48,18 @@ impl BenchArgs {
         self.runs.unwrap_or(if self.quick { 3 } else { 10 }).max(1)
     }
 
+    /// The selected allocators, each once, in the order given.
     fn allocators(&self) -> Vec<Allocator> {
         if self.allocator.is_empty() {
-            Allocator::ALL.to_vec()
-        } else {
-            self.allocator.clone()
+            return Allocator::ALL.to_vec();
         }
+        let mut unique = Vec::new();
+        for &a in &self.allocator {
+            if !unique.contains(&a) {
+                unique.push(a);
+            }
+        }
+        unique
     }
 
     /// Whether any C workload could be selected.
@@ -96,6 +102,11 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
         allocators.contains(&Allocator::Hakmem),
     )?;
     let plan = plan::plan(&args, &allocators, &built)?;
+    ensure!(
+        !plan.workloads.is_empty(),
+        "nothing to run: {}",
+        plan.notes.join("; ")
+    );
     let started = meta::Meta::now(&args, &plan);
     let outcomes = run::run_all(&plan, args.runs(), Duration::from_secs(args.timeout));
     let summaries = summary::summarize(&plan, outcomes);
