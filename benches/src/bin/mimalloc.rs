@@ -1,0 +1,8 @@
+//! The benchmark workloads with mimalloc as the global allocator.
+
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+fn main() {
+    hakmem_benches::main(None);
+}

@@ -1,0 +1,82 @@
+//! Building what the runs need: the Rust workload binaries (required), and for the C
+//! rows the C workload program and `libhakmem.so` (optional: a failure becomes a note).
+
+use std::path::PathBuf;
+use std::process::Command;
+
+use anyhow::{ensure, Context, Result};
+
+use super::Paths;
+
+/// What was built; `Err` holds why an optional part is missing.
+pub struct Built {
+    /// `bench-hakmem`, `bench-mimalloc`, ... live here.
+    pub rust_bins: PathBuf,
+    pub c_program: Result<PathBuf, String>,
+    pub libhakmem: Result<PathBuf, String>,
+}
+
+const C_SOURCE: &str = "benches/c/workloads.c";
+
+pub fn build(paths: &Paths, want_c: bool, want_hakmem_so: bool) -> Result<Built> {
+    cargo_build(paths, "hakmem-benches").context("building the workload binaries")?;
+    let not_selected = || Err("no C workload selected".to_string());
+    Ok(Built {
+        rust_bins: paths.release(),
+        c_program: if want_c {
+            compile_c(paths)
+        } else {
+            not_selected()
+        },
+        libhakmem: if want_c && want_hakmem_so {
+            build_libhakmem(paths)
+        } else {
+            not_selected()
+        },
+    })
+}
+
+/// `cargo build --release -p PACKAGE`, its output shown as it goes.
+fn cargo_build(paths: &Paths, package: &str) -> Result<()> {
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    eprintln!("building {package} (release)");
+    let status = Command::new(cargo)
+        .args(["build", "--release", "--package", package])
+        .current_dir(&paths.root)
+        .status()
+        .context("running cargo")?;
+    ensure!(
+        status.success(),
+        "`cargo build --release -p {package}` failed"
+    );
+    Ok(())
+}
+
+fn build_libhakmem(paths: &Paths) -> Result<PathBuf, String> {
+    cargo_build(paths, "hakmem-cabi").map_err(|e| format!("{e:#}"))?;
+    existing(paths.release().join("libhakmem.so"))
+}
+
+/// `gcc -O2 -pthread` the C workloads into `target/bench/c-workloads`.
+fn compile_c(paths: &Paths) -> Result<PathBuf, String> {
+    let out = paths.bench().join("c-workloads");
+    std::fs::create_dir_all(paths.bench()).map_err(|e| e.to_string())?;
+    let status = Command::new("gcc")
+        .args(["-O2", "-pthread", "-o"])
+        .arg(&out)
+        .arg(paths.root.join(C_SOURCE))
+        .status()
+        .map_err(|e| format!("gcc not found ({e}): sudo apt-get install -y gcc"))?;
+    if !status.success() {
+        return Err(format!("gcc failed on {C_SOURCE}"));
+    }
+    existing(out)
+}
+
+fn existing(path: PathBuf) -> Result<PathBuf, String> {
+    if path.exists() {
+        Ok(path)
+    } else {
+        Err(format!("{} was not produced", path.display()))
+    }
+}

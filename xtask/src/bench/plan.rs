@@ -1,0 +1,202 @@
+//! What to run: the selected workloads, each with one target per allocator (a command
+//! line, or why it is skipped), and the operation counts.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use anyhow::{bail, ensure, Context, Result};
+use clap::ValueEnum;
+use serde::Serialize;
+
+use super::build::Built;
+use super::{preload, BenchArgs};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Allocator {
+    Hakmem,
+    Mimalloc,
+    Jemalloc,
+    System,
+}
+
+impl Allocator {
+    pub const ALL: [Allocator; 4] = [Self::Hakmem, Self::Mimalloc, Self::Jemalloc, Self::System];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Hakmem => "hakmem",
+            Self::Mimalloc => "mimalloc",
+            Self::Jemalloc => "jemalloc",
+            Self::System => "system",
+        }
+    }
+}
+
+/// How to start one run.
+#[derive(Clone, Debug)]
+pub struct Invocation {
+    pub program: PathBuf,
+    pub args: Vec<String>,
+    pub preload: Option<PathBuf>,
+}
+
+pub struct Target {
+    pub allocator: Allocator,
+    /// The command line, or why this pair is skipped.
+    pub setup: Result<Invocation, String>,
+}
+
+pub struct WorkloadPlan {
+    pub name: String,
+    pub ops: u64,
+    pub targets: Vec<Target>,
+}
+
+pub struct Plan {
+    pub workloads: Vec<WorkloadPlan>,
+    /// Why rows or whole suites are skipped.
+    pub notes: Vec<String>,
+    /// The `LD_PRELOAD` library of each allocator in the C rows.
+    pub preloads: Vec<(Allocator, Result<Option<PathBuf>, String>)>,
+}
+
+/// `--ops` gives random-mixed's count; the other workloads scale by the same factor.
+const REFERENCE_WORKLOAD: &str = "random-mixed";
+
+/// A workload program's `--list`: (name, default operation count).
+type Listing = Vec<(String, u64)>;
+
+pub fn plan(args: &BenchArgs, allocators: &[Allocator], built: &Built) -> Result<Plan> {
+    let rust = list(&built.rust_bins.join("bench-system"))?;
+    let scale = scale(args.ops, &rust)?;
+    let rust_setup = |a: Allocator| Ok((built.rust_bins.join(format!("bench-{}", a.name())), None));
+    let mut plan = Plan {
+        workloads: suite(&rust, rust_setup, args, allocators, scale),
+        notes: Vec::new(),
+        preloads: Vec::new(),
+    };
+    let c = match &built.c_program {
+        Ok(program) => plan_c(&mut plan, program, args, allocators, built, scale)?,
+        Err(why) if args.wants_c() => {
+            plan.notes.push(format!("C workloads skipped: {why}"));
+            Vec::new()
+        }
+        Err(_) => Vec::new(),
+    };
+    check_names(&args.workload, &rust, &c, built.c_program.is_ok())?;
+    Ok(plan)
+}
+
+/// Add the C workloads, run under each allocator's `LD_PRELOAD` library; their listing.
+fn plan_c(
+    plan: &mut Plan,
+    program: &Path,
+    args: &BenchArgs,
+    allocators: &[Allocator],
+    built: &Built,
+    scale: f64,
+) -> Result<Listing> {
+    let c = list(program)?;
+    for &a in allocators {
+        let lib = preload::preload(a, &built.libhakmem, program);
+        if let Err(why) = &lib {
+            plan.notes
+                .push(format!("C rows of {} skipped: {why}", a.name()));
+        }
+        plan.preloads.push((a, lib));
+    }
+    let preloads = &plan.preloads;
+    let c_setup = |a: Allocator| {
+        let (_, lib) = preloads
+            .iter()
+            .find(|(p, _)| *p == a)
+            .expect("every allocator checked");
+        lib.clone().map(|lib| (program.to_path_buf(), lib))
+    };
+    let workloads = suite(&c, c_setup, args, allocators, scale);
+    plan.workloads.extend(workloads);
+    Ok(c)
+}
+
+/// The selected workloads of one program listing, each with a target per allocator.
+fn suite(
+    listing: &Listing,
+    setup: impl Fn(Allocator) -> Result<(PathBuf, Option<PathBuf>), String>,
+    args: &BenchArgs,
+    allocators: &[Allocator],
+    scale: f64,
+) -> Vec<WorkloadPlan> {
+    let selected = |name: &str| args.workload.is_empty() || args.workload.iter().any(|w| w == name);
+    listing
+        .iter()
+        .filter(|(name, _)| selected(name))
+        .map(|(name, default_ops)| {
+            let ops = ((*default_ops as f64 * scale).round() as u64).max(1);
+            let targets = allocators
+                .iter()
+                .map(|&allocator| Target {
+                    allocator,
+                    setup: setup(allocator).map(|(program, preload)| Invocation {
+                        program,
+                        args: vec![name.clone(), ops.to_string()],
+                        preload,
+                    }),
+                })
+                .collect();
+            WorkloadPlan {
+                name: name.clone(),
+                ops,
+                targets,
+            }
+        })
+        .collect()
+}
+
+fn scale(ops: Option<u64>, rust: &Listing) -> Result<f64> {
+    let Some(ops) = ops else { return Ok(1.0) };
+    ensure!(ops > 0, "--ops must be at least 1");
+    let reference = rust
+        .iter()
+        .find(|(name, _)| name == REFERENCE_WORKLOAD)
+        .context("the workload binaries do not list random-mixed")?;
+    Ok(ops as f64 / reference.1 as f64)
+}
+
+fn check_names(wanted: &[String], rust: &Listing, c: &Listing, c_known: bool) -> Result<()> {
+    let known = |name: &str| rust.iter().chain(c).any(|(n, _)| n == name);
+    // Without the C program its names are unknown: those requests become the note.
+    let unknown: Vec<&String> = wanted
+        .iter()
+        .filter(|w| !known(w) && (c_known || !w.starts_with("c-")))
+        .collect();
+    if !unknown.is_empty() {
+        let names: Vec<&str> = rust.iter().chain(c).map(|(n, _)| n.as_str()).collect();
+        bail!(
+            "unknown workload(s) {unknown:?}; known: {}",
+            names.join(", ")
+        );
+    }
+    Ok(())
+}
+
+/// Run `program --list`.
+fn list(program: &Path) -> Result<Listing> {
+    let out = Command::new(program)
+        .arg("--list")
+        .output()
+        .with_context(|| format!("running {} --list", program.display()))?;
+    ensure!(out.status.success(), "{} --list failed", program.display());
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(
+            |line| match line.split_whitespace().collect::<Vec<_>>()[..] {
+                ["workload", name, ops] => Ok((name.to_string(), ops.parse()?)),
+                _ => bail!(
+                    "unexpected line from {} --list: {line:?}",
+                    program.display()
+                ),
+            },
+        )
+        .collect()
+}

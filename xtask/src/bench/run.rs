@@ -1,0 +1,202 @@
+//! Running the plan: one child process per run, the allocators of a workload one after
+//! another and rounds repeated (A B C D, A B C D, ...), so drift of the machine falls on
+//! all allocators alike. Each round starts at the next allocator, so none always goes first.
+
+use std::collections::HashMap;
+use std::io::Read;
+use std::os::unix::process::ExitStatusExt;
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+use indicatif::{ProgressBar, ProgressStyle};
+use serde::Serialize;
+
+use super::plan::{Invocation, Plan};
+
+/// What one run printed.
+#[derive(Clone, Debug, Serialize)]
+pub struct Sample {
+    pub ops: u64,
+    pub secs: f64,
+    /// `VmHWM` of the child.
+    pub peak_rss_kb: u64,
+    /// OS calls after warm-up (hakmem's Rust binary only).
+    pub os_calls: Option<u64>,
+}
+
+impl Sample {
+    pub fn ops_per_sec(&self) -> f64 {
+        self.ops as f64 / self.secs.max(1e-9)
+    }
+}
+
+/// All runs of one (workload, allocator) pair.
+#[derive(Default)]
+pub struct Outcome {
+    pub samples: Vec<Sample>,
+    pub failures: Vec<String>,
+}
+
+/// The outcomes, indexed like `plan.workloads[w].targets[t]`.
+pub type Outcomes = Vec<Vec<Outcome>>;
+
+pub fn run_all(plan: &Plan, runs: usize, timeout: Duration) -> Outcomes {
+    let mut outcomes: Outcomes = plan
+        .workloads
+        .iter()
+        .map(|w| w.targets.iter().map(|_| Outcome::default()).collect())
+        .collect();
+    let runnable = |w: usize, t: usize| plan.workloads[w].targets[t].setup.as_ref().ok();
+    let total: usize = (0..plan.workloads.len())
+        .map(|w| {
+            (0..plan.workloads[w].targets.len())
+                .filter(|&t| runnable(w, t).is_some())
+                .count()
+        })
+        .sum();
+    let bar = progress_bar(total * runs);
+    for round in 0..runs {
+        for (w, workload) in plan.workloads.iter().enumerate() {
+            let n = workload.targets.len();
+            for t in (0..n).map(|k| (k + round) % n) {
+                let Some(invocation) = runnable(w, t) else {
+                    continue;
+                };
+                let allocator = workload.targets[t].allocator.name();
+                bar.set_message(format!(
+                    "round {}/{runs}: {} with {allocator}",
+                    round + 1,
+                    workload.name
+                ));
+                let outcome = &mut outcomes[w][t];
+                match run_once(invocation, timeout) {
+                    Ok(sample) => outcome.samples.push(sample),
+                    Err(e) => {
+                        bar.println(format!("FAILED {} with {allocator}: {e}", workload.name));
+                        outcome.failures.push(e);
+                    }
+                }
+                bar.inc(1);
+            }
+        }
+    }
+    bar.finish_and_clear();
+    outcomes
+}
+
+fn progress_bar(len: usize) -> ProgressBar {
+    let bar = ProgressBar::new(len as u64);
+    let style =
+        ProgressStyle::with_template("{bar:30} {pos}/{len} runs, {elapsed} (eta {eta}) {msg}")
+            .expect("valid template");
+    bar.set_style(style);
+    bar
+}
+
+/// Start the program, wait for it (killing it past `timeout`), and read its RESULT line.
+fn run_once(inv: &Invocation, timeout: Duration) -> Result<Sample, String> {
+    let mut cmd = Command::new(&inv.program);
+    cmd.args(&inv.args)
+        .env_remove("LD_PRELOAD")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    if let Some(lib) = &inv.preload {
+        cmd.env("LD_PRELOAD", lib);
+    }
+    let mut child = cmd
+        .spawn()
+        .map_err(|e| format!("cannot start {}: {e}", inv.program.display()))?;
+    let status = wait(&mut child, timeout)?;
+    let (stdout, stderr) = (read_all(child.stdout.take()), read_all(child.stderr.take()));
+    if !status.success() {
+        return Err(format!(
+            "{}; stderr: {}",
+            describe(status),
+            last_lines(&stderr, 3)
+        ));
+    }
+    parse_result(&stdout).ok_or_else(|| format!("no RESULT line in output {stdout:?}"))
+}
+
+/// Wait for the child to exit. Its output is one short line, far below a pipe's buffer,
+/// so it cannot block on writing while we wait.
+fn wait(child: &mut Child, timeout: Duration) -> Result<ExitStatus, String> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        match child.try_wait() {
+            Ok(Some(status)) => return Ok(status),
+            Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(5)),
+            Ok(None) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(format!("killed after the {}s timeout", timeout.as_secs()));
+            }
+            Err(e) => return Err(format!("waiting for the child: {e}")),
+        }
+    }
+}
+
+fn read_all(pipe: Option<impl Read>) -> String {
+    let mut text = String::new();
+    if let Some(mut pipe) = pipe {
+        let _ = pipe.read_to_string(&mut text);
+    }
+    text
+}
+
+fn describe(status: ExitStatus) -> String {
+    match (status.code(), status.signal()) {
+        (_, Some(signal)) => format!("killed by signal {signal}{}", signal_name(signal)),
+        (Some(code), _) => format!("exit code {code}"),
+        _ => status.to_string(),
+    }
+}
+
+fn signal_name(signal: i32) -> &'static str {
+    match signal {
+        4 => " (SIGILL)",
+        6 => " (SIGABRT)",
+        7 => " (SIGBUS)",
+        9 => " (SIGKILL)",
+        11 => " (SIGSEGV)",
+        _ => "",
+    }
+}
+
+fn last_lines(text: &str, n: usize) -> String {
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(n)..].join(" | ")
+}
+
+/// `RESULT workload=NAME ops=N secs=S peak_rss_kb=K [os_calls=C]`.
+fn parse_result(stdout: &str) -> Option<Sample> {
+    let line = stdout.lines().find_map(|l| l.strip_prefix("RESULT "))?;
+    let fields: HashMap<&str, &str> = line
+        .split_whitespace()
+        .filter_map(|kv| kv.split_once('='))
+        .collect();
+    Some(Sample {
+        ops: fields.get("ops")?.parse().ok()?,
+        secs: fields.get("secs")?.parse().ok()?,
+        peak_rss_kb: fields.get("peak_rss_kb")?.parse().ok()?,
+        os_calls: fields.get("os_calls").and_then(|c| c.parse().ok()),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_result;
+
+    #[test]
+    fn reads_the_result_line() {
+        let out = "warming up\nRESULT workload=x ops=1000 secs=0.5 peak_rss_kb=2048 os_calls=3\n";
+        let s = parse_result(out).expect("parsed");
+        assert_eq!((s.ops, s.peak_rss_kb, s.os_calls), (1000, 2048, Some(3)));
+        assert_eq!(s.ops_per_sec(), 2000.0);
+        let without_calls =
+            parse_result("RESULT workload=x ops=1 secs=1 peak_rss_kb=1").expect("parsed");
+        assert_eq!(without_calls.os_calls, None);
+        assert!(parse_result("RESULT workload=x ops=1").is_none());
+    }
+}

@@ -1,0 +1,129 @@
+//! From samples to the figures reported per (workload, allocator): median ops/s, range,
+//! coefficient of variation, ratio to mimalloc, peak RSS, OS calls per operation.
+
+use serde::Serialize;
+
+use super::plan::{Allocator, Plan};
+use super::run::{Outcomes, Sample};
+
+#[derive(Serialize)]
+pub struct Summary {
+    pub workload: String,
+    pub allocator: Allocator,
+    /// Operations asked of each run.
+    pub ops: u64,
+    /// Why the pair was not run, if it was not.
+    pub skipped: Option<String>,
+    pub failures: Vec<String>,
+    /// `None` when no run succeeded.
+    pub stats: Option<Stats>,
+    pub samples: Vec<Sample>,
+}
+
+#[derive(Clone, Serialize)]
+pub struct Stats {
+    pub runs: usize,
+    pub median_ops_per_sec: f64,
+    pub min_ops_per_sec: f64,
+    pub max_ops_per_sec: f64,
+    /// Standard deviation over mean of ops/s.
+    pub cv: f64,
+    /// Median ops/s over mimalloc's median on the same workload.
+    pub vs_mimalloc: Option<f64>,
+    /// Median over runs of the child's `VmHWM`.
+    pub peak_rss_kb: u64,
+    /// Median over runs of OS calls after warm-up per operation (hakmem, Rust only).
+    pub os_calls_per_op: Option<f64>,
+}
+
+pub fn summarize(plan: &Plan, outcomes: Outcomes) -> Vec<Summary> {
+    let mut summaries = Vec::new();
+    for (workload, outcomes) in plan.workloads.iter().zip(outcomes) {
+        let first = summaries.len();
+        for (target, outcome) in workload.targets.iter().zip(outcomes) {
+            summaries.push(Summary {
+                workload: workload.name.clone(),
+                allocator: target.allocator,
+                ops: workload.ops,
+                skipped: target.setup.as_ref().err().cloned(),
+                failures: outcome.failures,
+                stats: stats(&outcome.samples),
+                samples: outcome.samples,
+            });
+        }
+        set_ratios(&mut summaries[first..]);
+    }
+    summaries
+}
+
+fn set_ratios(workload: &mut [Summary]) {
+    let mimalloc = workload
+        .iter()
+        .find(|s| s.allocator == Allocator::Mimalloc)
+        .and_then(|s| s.stats.as_ref())
+        .map(|s| s.median_ops_per_sec);
+    for stats in workload.iter_mut().filter_map(|s| s.stats.as_mut()) {
+        stats.vs_mimalloc = mimalloc.map(|m| stats.median_ops_per_sec / m);
+    }
+}
+
+fn stats(samples: &[Sample]) -> Option<Stats> {
+    let rates: Vec<f64> = samples.iter().map(Sample::ops_per_sec).collect();
+    let rss: Vec<f64> = samples.iter().map(|s| s.peak_rss_kb as f64).collect();
+    let calls: Vec<f64> = samples
+        .iter()
+        .filter_map(|s| s.os_calls.map(|c| c as f64 / s.ops.max(1) as f64))
+        .collect();
+    Some(Stats {
+        runs: samples.len(),
+        median_ops_per_sec: median(&rates)?,
+        min_ops_per_sec: rates.iter().copied().fold(f64::INFINITY, f64::min),
+        max_ops_per_sec: rates.iter().copied().fold(0.0, f64::max),
+        cv: cv(&rates),
+        vs_mimalloc: None,
+        peak_rss_kb: median(&rss)? as u64,
+        os_calls_per_op: median(&calls),
+    })
+}
+
+pub fn median(values: &[f64]) -> Option<f64> {
+    let mut v = values.to_vec();
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    match n {
+        0 => None,
+        _ if n % 2 == 1 => Some(v[n / 2]),
+        _ => Some((v[n / 2 - 1] + v[n / 2]) / 2.0),
+    }
+}
+
+/// Sample standard deviation over mean; 0 for fewer than two values.
+pub fn cv(values: &[f64]) -> f64 {
+    let n = values.len() as f64;
+    if values.len() < 2 {
+        return 0.0;
+    }
+    let mean = values.iter().sum::<f64>() / n;
+    let var = values.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (n - 1.0);
+    var.sqrt() / mean
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn median_of_odd_and_even_counts() {
+        assert_eq!(median(&[3.0, 1.0, 2.0]), Some(2.0));
+        assert_eq!(median(&[4.0, 1.0, 3.0, 2.0]), Some(2.5));
+        assert_eq!(median(&[]), None);
+    }
+
+    #[test]
+    fn cv_is_relative_spread() {
+        assert_eq!(cv(&[5.0]), 0.0);
+        assert_eq!(cv(&[2.0, 2.0, 2.0]), 0.0);
+        let c = cv(&[1.0, 3.0]);
+        assert!((c - std::f64::consts::SQRT_2 / 2.0).abs() < 1e-12);
+    }
+}
