@@ -35,6 +35,8 @@ pub struct LargeHeader {
     magic: usize,
     map_size: usize,
     offset: usize,
+    /// The size last asked for (by alloc or realloc).
+    requested: usize,
 }
 
 const _: () = assert!(core::mem::size_of::<LargeHeader>() <= MIN_OFFSET);
@@ -87,18 +89,11 @@ pub fn alloc(size: usize, align: usize) -> (*mut u8, bool) {
     if need > isize::MAX as usize / 2 {
         return (null_mut(), false);
     }
-    let (base, map_size, fresh) = match take_cached(need) {
-        Some(c) => (c.base, c.map_size, false),
-        None => {
-            let p = os::map_aligned(need, CHUNK_SIZE);
-            if p.is_null() {
-                return (null_mut(), false);
-            }
-            (p as usize, need, true)
-        }
+    let Some((base, map_size, fresh)) = obtain(need) else {
+        return (null_mut(), false);
     };
     // SAFETY: the mapping is ours and at least MIN_OFFSET bytes long.
-    unsafe { write_header(base, map_size, offset) };
+    unsafe { write_header(base, map_size, offset, size) };
     if fresh {
         chunk_map::insert(base);
     }
@@ -108,7 +103,7 @@ pub fn alloc(size: usize, align: usize) -> (*mut u8, bool) {
 
 /// # Safety
 /// `[base, base + MIN_OFFSET)` is ours to write.
-unsafe fn write_header(base: usize, map_size: usize, offset: usize) {
+unsafe fn write_header(base: usize, map_size: usize, offset: usize, requested: usize) {
     let h = base as *mut LargeHeader;
     // SAFETY: by the caller.
     unsafe {
@@ -118,6 +113,7 @@ unsafe fn write_header(base: usize, map_size: usize, offset: usize) {
         (*h).magic = MAGIC ^ base;
         (*h).map_size = map_size;
         (*h).offset = offset;
+        (*h).requested = requested;
     }
 }
 
@@ -182,23 +178,57 @@ unsafe fn unmap(c: Cached) {
     unsafe { os::unmap(c.base as *mut u8, c.map_size) };
 }
 
-/// A cached mapping of at least `need` bytes and at most twice that.
+/// Largest cached mapping handed out for a request of `need` bytes: a block may hold up to
+/// 8 times what it asked, or up to a chunk (4 MiB, the address space every large mapping
+/// takes anyway), so that a growing buffer reuses the mapping it grew last time, but a
+/// small request does not pin a huge mapping.
+pub fn max_reuse(need: usize) -> usize {
+    need.saturating_mul(8).max(CHUNK_SIZE)
+}
+
+/// The cached mapping that fits `need` best (the smallest of at least `need` bytes, up to
+/// [`max_reuse`]), or else the largest smaller one, for the caller to grow. Entries stay
+/// in age order.
 fn take_cached(need: usize) -> Option<Cached> {
     let mut cache = CACHE.lock();
-    let mut best: Option<usize> = None;
-    for i in 0..cache.len {
-        let m = cache.entries[i].map_size;
-        if m >= need && m / 2 <= need && best.is_none_or(|b| m < cache.entries[b].map_size) {
-            best = Some(i);
-        }
-    }
-    let i = best?;
+    let n = cache.len;
+    let entries = &cache.entries[..n];
+    let fit = (0..n)
+        .filter(|&i| (need..=max_reuse(need)).contains(&entries[i].map_size))
+        .min_by_key(|&i| entries[i].map_size);
+    let smaller = || {
+        (0..n)
+            .filter(|&i| entries[i].map_size < need)
+            .max_by_key(|&i| entries[i].map_size)
+    };
+    let i = fit.or_else(smaller)?;
     let c = cache.entries[i];
-    let last = cache.len - 1;
-    cache.entries[i] = cache.entries[last];
-    cache.len = last;
+    cache.entries.copy_within(i + 1..n, i);
+    cache.len = n - 1;
     cache.bytes -= c.map_size;
     Some(c)
+}
+
+/// A mapping of at least `need` bytes: from the cache (grown with `mremap` when the
+/// cached one is too small, which keeps its resident pages) or fresh. `(base, map_size,
+/// fresh)`; fresh mappings are zero and not yet in the chunk map.
+fn obtain(need: usize) -> Option<(usize, usize, bool)> {
+    if let Some(c) = take_cached(need) {
+        if c.map_size >= need {
+            return Some((c.base, c.map_size, false));
+        }
+        chunk_map::remove(c.base);
+        // SAFETY: a cached mapping is ours and unused.
+        let p = unsafe { os::remap_aligned(c.base as *mut u8, c.map_size, need, CHUNK_SIZE) };
+        if !p.is_null() {
+            chunk_map::insert(p as usize);
+            return Some((p as usize, need, false));
+        }
+        // SAFETY: still ours and unused; its chunk bit is already cleared.
+        unsafe { os::unmap(c.base as *mut u8, c.map_size) };
+    }
+    let p = os::map_aligned(need, CHUNK_SIZE);
+    (!p.is_null()).then_some((p as usize, need, true))
 }
 
 /// Cache `c`, evicting the oldest entries (unmapped outside the lock) until it fits the
@@ -247,8 +277,13 @@ pub unsafe fn realloc(h: &LargeHeader, new_size: usize) -> *mut u8 {
     if need > isize::MAX as usize / 2 {
         return null_mut();
     }
+    let shrinking = new_size < h.requested;
+    // SAFETY: our header.
+    unsafe { (*(base as *mut LargeHeader)).requested = new_size };
     if need <= old_map {
-        if need < old_map / 2 {
+        // Give the tail back only when the block shrinks (not when a block that got a
+        // roomy cached mapping grows into it).
+        if shrinking && need < old_map / 2 {
             // SAFETY: the tail past `need` holds nothing the block still needs.
             unsafe { os::shrink(base as *mut u8, old_map, need) };
             // SAFETY: our header.
@@ -272,6 +307,7 @@ pub unsafe fn realloc(h: &LargeHeader, new_size: usize) -> *mut u8 {
     chunk_map::insert(new_base);
     // SAFETY: the header moved with the mapping.
     unsafe {
+        (*(new_base as *mut LargeHeader)).requested = new_size;
         (*(new_base as *mut LargeHeader)).map_size = target;
         (*(new_base as *mut LargeHeader)).magic = MAGIC ^ new_base;
     }
