@@ -68,20 +68,18 @@ pub fn alloc_array_zeroed(n: usize, size: usize) -> *mut c_void {
 /// never handed out (see [`crate::foreign`]).
 #[inline(always)]
 pub unsafe fn free_block(p: *mut c_void) {
-    if p.is_null() {
-        return;
-    }
     let p = p.cast::<u8>();
-    match hakmem_core::owner(p) {
-        // The fast path: a small block, no statistics.
-        Owner::Small { class, .. } if !stats::enabled() => {
-            let _errno = errno::Preserve::new();
-            // SAFETY: `owner` found a block of `class`, which the caller gives up.
-            unsafe { hakmem_core::thread_cache::free(p, class) }
+    // The fast path: a small block, no statistics. hakmem-core keeps `errno` in the slow
+    // path of its free; this path touches nothing else.
+    if let Some(class) = hakmem_core::small_class_of(p) {
+        if !stats::enabled() {
+            // SAFETY: a live block of `class`, which the caller gives up.
+            unsafe { hakmem_core::thread_cache::free(p, class) };
+            return;
         }
-        // SAFETY: by the caller.
-        _ => unsafe { free_other(p) },
     }
+    // SAFETY: by the caller.
+    unsafe { free_other(p) }
 }
 
 /// Everything but the fast path of [`free_block`], out of line.
@@ -91,6 +89,9 @@ pub unsafe fn free_block(p: *mut c_void) {
 #[cold]
 #[inline(never)]
 unsafe fn free_other(p: *mut u8) {
+    if p.is_null() {
+        return;
+    }
     let _errno = errno::Preserve::new();
     match hakmem_core::owner(p) {
         Owner::Small { class, .. } => {

@@ -18,7 +18,6 @@
 
 use crate::large;
 use crate::size_class::{block_size, class_for, Class, MIN_ALIGN};
-use crate::superslab::SuperSlab;
 use crate::{owner, report_misuse, thread_cache, Misuse, Owner};
 
 /// Bytes at the end of each small block taken by the canary.
@@ -82,7 +81,7 @@ fn inspect(p: *mut u8) -> Option<Class> {
         Owner::Large { .. } => None,
         Owner::Small { class, .. } => {
             let b = block_size(class);
-            if SuperSlab::offset_in_span(p as usize, class) % b != 0 {
+            if !crate::size_class::is_block_start(p as usize, class) {
                 report_misuse(p, Misuse::InteriorFree, Some(class));
             }
             // SAFETY: `p` starts a block of `b >= 16` bytes in a live slab.

@@ -37,7 +37,7 @@ pub use config::Profile;
 pub use stats::Stats;
 
 use size_class::{block_size, class_for, Class, MIN_ALIGN, NUM_CLASSES};
-use superslab::{ChunkHeader, SuperSlab, MAP_FREE, MAP_HEADER, MAP_LARGE};
+use superslab::{ChunkHeader, MAP_LARGE};
 
 /// Allocate `size` bytes aligned to `align` (a power of two). Null when memory is
 /// exhausted or the request cannot be met (alignment over [`large::MAX_ALIGN`], size near
@@ -162,33 +162,40 @@ pub enum Owner {
     Invalid,
 }
 
-/// Classify `p` with one bitmap load and one header load (and a multiply to check that
-/// `p` starts a block); never faults for any `p`.
+/// The class of `p` if it is a live small block's start, with one bitmap load, one
+/// header load and a multiply (the fast path of C's `free`); `None` for anything else,
+/// which [`owner`] then sorts out.
+#[inline(always)]
+pub fn small_class_of(p: *const u8) -> Option<Class> {
+    let addr = p as usize;
+    if !chunk_map::contains(addr) {
+        return None;
+    }
+    // SAFETY: the chunk map says a header is mapped at the chunk base.
+    let c = unsafe { (*ChunkHeader::of(addr)).entry(addr) } as Class;
+    (c < NUM_CLASSES && size_class::is_block_start(addr, c)).then_some(c)
+}
+
+/// Classify `p`; never faults for any `p`.
 pub fn owner(p: *const u8) -> Owner {
+    if let Some(class) = small_class_of(p) {
+        return Owner::Small {
+            class,
+            usable: block_size(class),
+        };
+    }
     let addr = p as usize;
     if !chunk_map::contains(addr) {
         return Owner::Foreign;
     }
     // SAFETY: the chunk map says a header is mapped at the chunk base.
-    let entry = unsafe { (*ChunkHeader::of(addr)).entry(addr) };
-    match entry {
-        MAP_FREE | MAP_HEADER => Owner::Invalid,
+    match unsafe { (*ChunkHeader::of(addr)).entry(addr) } {
         // SAFETY: a large header is mapped at the chunk base.
         MAP_LARGE => match unsafe { large::header_of(p as *mut u8) } {
             Some(h) => Owner::Large { usable: h.usable() },
             None => Owner::Invalid,
         },
-        c if (c as usize) < NUM_CLASSES => {
-            let class = c as Class;
-            if size_class::is_block_offset(SuperSlab::offset_in_span(addr, class), class) {
-                Owner::Small {
-                    class,
-                    usable: block_size(class),
-                }
-            } else {
-                Owner::Invalid
-            }
-        }
+        // Free or header slabs, an interior pointer of a small block, a stray marker.
         _ => Owner::Invalid,
     }
 }
@@ -200,16 +207,26 @@ pub fn owner(p: *const u8) -> Owner {
 /// `p` is null or a live block from this allocator that the caller gives up.
 #[inline]
 pub unsafe fn free(p: *mut u8) {
-    if p.is_null() {
-        return;
+    match small_class_of(p) {
+        // SAFETY: a live block of class `c`, by the caller.
+        Some(c) => unsafe { thread_cache::free(p, c) },
+        // SAFETY: by the caller.
+        None => unsafe { free_not_small(p) },
     }
+}
+
+/// [`free`] of anything but a small block.
+///
+/// # Safety
+/// As for [`free`].
+#[cold]
+unsafe fn free_not_small(p: *mut u8) {
     match owner(p) {
-        // SAFETY: a live block of class `class`, by the caller.
-        Owner::Small { class, .. } => unsafe { thread_cache::free(p, class) },
+        _ if p.is_null() => {}
         // SAFETY: `owner` validated the header.
         Owner::Large { .. } => unsafe { free_large(p) },
         Owner::Foreign => report_misuse(p, Misuse::ForeignFree, None),
-        Owner::Invalid => report_misuse(p, Misuse::InvalidFree, None),
+        _ => report_misuse(p, Misuse::InvalidFree, None),
     }
 }
 

@@ -116,24 +116,27 @@ fn class_for_aligned(size: usize, align: usize) -> Option<Class> {
     class_of_size(s.next_power_of_two())
 }
 
-/// `ceil(2^40 / block size)` per class: `(offset * RECIP[c]) >> 40` is `offset / size`
-/// for every offset inside a span (below 2^19), without a division.
-static RECIP: [u64; NUM_CLASSES] = {
-    let mut t = [0u64; NUM_CLASSES];
+/// Per class: the mask that gives an address's offset in its span (spans are aligned to
+/// their length), and `ceil(2^64 / block size)`, with which `offset * m <= m - 1` (wrapping)
+/// holds iff the block size divides the offset (Lemire's divisibility test, exact for
+/// offsets below 2^32), so no division is needed.
+static BLOCK_START: [(usize, u64); NUM_CLASSES] = {
+    let mut t = [(0usize, 0u64); NUM_CLASSES];
     let sizes = compute_block_sizes();
     let mut c = 0;
     while c < NUM_CLASSES {
-        t[c] = (1u64 << 40).div_ceil(sizes[c] as u64);
+        let span = span_slabs(c) * crate::superslab::SLAB_SIZE;
+        t[c] = (span - 1, u64::MAX / sizes[c] as u64 + 1);
         c += 1;
     }
     t
 };
 
-/// Whether `offset` (from the start of a span of class `c`) is the start of a block.
+/// Whether `addr`, inside a span of class `c`, is the start of a block.
 #[inline(always)]
-pub fn is_block_offset(offset: usize, c: Class) -> bool {
-    let index = ((offset as u64).wrapping_mul(RECIP[c])) >> 40;
-    index as usize * block_size(c) == offset
+pub fn is_block_start(addr: usize, c: Class) -> bool {
+    let (mask, m) = BLOCK_START[c];
+    ((addr & mask) as u64).wrapping_mul(m) <= m - 1
 }
 
 /// Block size of class `c`.
@@ -221,13 +224,15 @@ mod tests {
     }
 
     #[test]
-    fn block_offsets_are_recognised_without_division() {
+    fn block_starts_are_recognised_without_division() {
         let step = if cfg!(miri) { 97 } else { 1 };
         for c in 0..NUM_CLASSES {
             let span = span_slabs(c) * crate::superslab::SLAB_SIZE;
+            // A span at an aligned address in some superslab, as carved.
+            let base = (7 << 22) + span * 3;
             for off in (0..span).step_by(step) {
                 assert_eq!(
-                    is_block_offset(off, c),
+                    is_block_start(base + off, c),
                     off % block_size(c) == 0,
                     "class {c} offset {off}"
                 );

@@ -260,14 +260,6 @@ impl SuperSlab {
         &self.slabs[i & !(SPAN[c] as usize - 1)]
     }
 
-    /// Offset of `addr` from the first block of its span, for a block of class `c`.
-    #[inline(always)]
-    pub fn offset_in_span(addr: usize, c: Class) -> usize {
-        let ss = addr & !(CHUNK_SIZE - 1);
-        let slab = (addr - ss) >> SLAB_SHIFT;
-        addr - (ss + (slab & !(SPAN[c] as usize - 1)) * SLAB_SIZE)
-    }
-
     /// Metadata of the span starting at slab `i`.
     pub fn meta(&self, i: usize) -> &SlabMeta {
         &self.slabs[i]

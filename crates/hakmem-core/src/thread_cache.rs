@@ -219,9 +219,28 @@ unsafe fn alloc_slow(c: Class) -> *mut u8 {
     first.cast()
 }
 
+/// Keeps the thread's `errno` across a slow path, which may make system calls: `free`
+/// must not change `errno`, and the fast path never touches it.
+struct KeepErrno(i32);
+
+impl KeepErrno {
+    fn new() -> Self {
+        // SAFETY: `__errno_location` returns the calling thread's errno slot.
+        KeepErrno(unsafe { *libc::__errno_location() })
+    }
+}
+
+impl Drop for KeepErrno {
+    fn drop(&mut self) {
+        // SAFETY: as above.
+        unsafe { *libc::__errno_location() = self.0 };
+    }
+}
+
 #[cold]
 #[inline(never)]
 unsafe fn free_slow(c: Class) {
+    let _errno = KeepErrno::new();
     let tc = tls::cache();
     let h = heap(tc);
     if h.is_null() {
