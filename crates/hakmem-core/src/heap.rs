@@ -309,23 +309,9 @@ impl Heap {
         self.link_owned(ss);
         // SAFETY: adopted, so ours alone.
         let s = unsafe { &*ss };
-        s.take_pending();
-        let mut i = 1;
-        while i < SLABS {
-            let e = s.header.class_map[i].load(Ordering::Relaxed);
-            if e == MAP_FREE {
-                i += 1;
-                continue;
-            }
-            let meta = s.meta(i);
-            meta.set_in_partial(false);
-            // SAFETY: we own the slab now.
-            unsafe { meta.collect_remote() };
-            i += crate::size_class::span_slabs(e as usize);
-            if meta.used() == 0 {
-                let _ = s.release_slab(meta);
-            } else if meta.has_free() {
-                self.push_partial(e as usize, meta);
+        for (c, meta) in collect_all_remote(s) {
+            if meta.has_free() {
+                self.push_partial(c, meta);
             }
         }
     }
@@ -445,23 +431,7 @@ impl Heap {
             // SAFETY: owned superslabs are live.
             let s = unsafe { &*ss };
             let next = s.next.get();
-            s.take_pending();
-            let mut i = 1;
-            while i < SLABS {
-                let e = s.header.class_map[i].load(Ordering::Relaxed);
-                if e == MAP_FREE {
-                    i += 1;
-                    continue;
-                }
-                let meta = s.meta(i);
-                i += crate::size_class::span_slabs(e as usize);
-                // SAFETY: we own the slab.
-                unsafe { meta.collect_remote() };
-                meta.set_in_partial(false);
-                if meta.used() == 0 {
-                    let _ = s.release_slab(meta);
-                }
-            }
+            collect_all_remote(s).for_each(drop);
             if s.is_empty() {
                 // SAFETY: empty, and ours to give.
                 unsafe { pool::release_empty(ss) };
@@ -480,6 +450,34 @@ impl Heap {
         self.next_free.set(pool.free);
         pool.free = self as *const Heap as *mut Heap;
     }
+}
+
+/// Bring home the remote blocks of every slab of `s` (whose owner is the caller, which
+/// rebuilds its lists), release the slabs left empty, and yield the others with their
+/// class, taken off any partial list.
+fn collect_all_remote(s: &SuperSlab) -> impl Iterator<Item = (Class, &SlabMeta)> {
+    s.take_pending();
+    let mut i = 1;
+    core::iter::from_fn(move || {
+        while i < SLABS {
+            let e = s.header.class_map[i].load(Ordering::Relaxed);
+            if e == MAP_FREE {
+                i += 1;
+                continue;
+            }
+            let meta = s.meta(i);
+            i += crate::size_class::span_slabs(e as usize);
+            meta.set_in_partial(false);
+            // SAFETY: the caller owns the superslab.
+            unsafe { meta.collect_remote() };
+            if meta.used() == 0 {
+                let _ = s.release_slab(meta);
+            } else {
+                return Some((e as Class, meta));
+            }
+        }
+        None
+    })
 }
 
 /// Push a run of blocks onto the remote list of `meta` (nothing if the run is empty).

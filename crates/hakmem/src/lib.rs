@@ -83,30 +83,32 @@ impl HakMemWith {
 
 static APPLIED: core::sync::atomic::AtomicBool = core::sync::atomic::AtomicBool::new(false);
 
-// SAFETY: as for `HakMem`; the profile only changes policy, never the block contract.
+// SAFETY: forwards to `HakMem`; the profile only changes policy, never the block contract.
 unsafe impl GlobalAlloc for HakMemWith {
     #[inline(always)]
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         self.ensure_applied();
-        entry::alloc(layout.size(), layout.align())
+        // SAFETY: the caller's contract is `HakMem`'s.
+        unsafe { HakMem.alloc(layout) }
     }
 
     #[inline(always)]
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: as for `HakMem`.
-        unsafe { entry::dealloc(ptr, layout.size(), layout.align()) }
+        // SAFETY: as above.
+        unsafe { HakMem.dealloc(ptr, layout) }
     }
 
     #[inline]
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
         self.ensure_applied();
-        entry::alloc_zeroed(layout.size(), layout.align())
+        // SAFETY: as above.
+        unsafe { HakMem.alloc_zeroed(layout) }
     }
 
     #[inline]
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        // SAFETY: as for `HakMem`.
-        unsafe { entry::realloc(ptr, layout.size(), layout.align(), new_size) }
+        // SAFETY: as above.
+        unsafe { HakMem.realloc(ptr, layout, new_size) }
     }
 }
 
