@@ -43,6 +43,15 @@ fn run_case(case: &str) {
                 let p = checked::alloc(1 << 20, 16);
                 checked::free(p.add(4096));
             }
+            "global-alloc-double-free" => {
+                use std::alloc::{GlobalAlloc, Layout};
+                let layout = Layout::from_size_align(100, 8).unwrap();
+                let p = hakmem::HakMem.alloc(layout);
+                let q = hakmem::HakMem.alloc(layout); // so `p` is not the cache head
+                hakmem::HakMem.dealloc(p, layout);
+                hakmem::HakMem.dealloc(q, layout);
+                hakmem::HakMem.dealloc(p, layout);
+            }
             other => panic!("unknown case {other}"),
         }
     }
@@ -100,4 +109,12 @@ fn wrong_layout_is_caught() {
 #[test]
 fn large_interior_pointer_is_caught() {
     expect_abort("large-interior", "not the start of a live block");
+}
+
+/// With the `checked` feature, `HakMem` itself is checked
+/// (`cargo test -p hakmem --features checked`, which .ci/run runs).
+#[cfg(feature = "checked")]
+#[test]
+fn global_alloc_is_checked_with_the_feature() {
+    expect_abort("global-alloc-double-free", "double free");
 }
