@@ -5,19 +5,17 @@
 
 use std::process::Command;
 
-/// A check: what it runs, with which extra environment.
+/// A check: the cargo commands it runs, one after the other, with which extra environment.
 struct Check {
     name: &'static str,
     env: &'static [(&'static str, &'static str)],
-    args: &'static [&'static str],
+    runs: &'static [&'static [&'static str]],
 }
 
-const CHECKS: [Check; 3] = [
-    // ThreadSanitizer over the multi-threaded tests; std is rebuilt with it.
-    Check {
-        name: "check-tsan",
-        env: &[("RUSTFLAGS", "-Zsanitizer=thread")],
-        args: &[
+/// ThreadSanitizer's cargo arguments before the test selection.
+macro_rules! tsan_test {
+    ($($rest:literal),* $(,)?) => {
+        &[
             "+nightly",
             "test",
             "-Zbuild-std",
@@ -27,17 +25,27 @@ const CHECKS: [Check; 3] = [
             "target/tsan",
             "-p",
             "hakmem",
-            "--test",
-            "threads",
-            "--test",
-            "global_workload",
+            $($rest),*
+        ]
+    };
+}
+
+const CHECKS: [Check; 3] = [
+    // ThreadSanitizer over the multi-threaded tests; std is rebuilt with it. Then the
+    // shadow model spread over threads (hakmem called directly from three threads).
+    Check {
+        name: "check-tsan",
+        env: &[("RUSTFLAGS", "-Zsanitizer=thread")],
+        runs: &[
+            tsan_test!("--test", "threads", "--test", "global_workload"),
+            tsan_test!("--test", "shadow_model", "--", "spread_over_threads"),
         ],
     },
     // loom explores the interleavings of the remote-free list (crates/hakmem-core/tests/loom.rs).
     Check {
         name: "check-loom",
         env: &[("RUSTFLAGS", "--cfg loom")],
-        args: &[
+        runs: &[&[
             "test",
             "-p",
             "hakmem-core",
@@ -46,13 +54,13 @@ const CHECKS: [Check; 3] = [
             "--release",
             "--target-dir",
             "target/loom",
-        ],
+        ]],
     },
     // Miri over the pure-logic unit tests (no system calls).
     Check {
         name: "check-miri",
         env: &[],
-        args: &[
+        runs: &[&[
             "+nightly",
             "miri",
             "test",
@@ -69,7 +77,7 @@ const CHECKS: [Check; 3] = [
             "superslab::tests::spans",
             "superslab::tests::span_table",
             "chunk_map",
-        ],
+        ]],
     },
 ];
 
@@ -87,25 +95,22 @@ pub fn run(task: &str) -> Result<(), String> {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .parent()
         .expect("xtask lives in the workspace root");
-    let mut cmd = Command::new("cargo");
-    cmd.args(check.args).current_dir(root);
-    for (k, v) in check.env {
-        cmd.env(k, v);
+    for args in check.runs {
+        let mut cmd = Command::new("cargo");
+        cmd.args(*args).current_dir(root);
+        for (k, v) in check.env {
+            cmd.env(k, v);
+        }
+        let shown: Vec<String> = check
+            .env
+            .iter()
+            .map(|(k, v)| format!("{k}={v:?} "))
+            .collect();
+        eprintln!("xtask {task}: {}cargo {}", shown.concat(), args.join(" "));
+        let status = cmd.status().map_err(|e| format!("cannot run cargo: {e}"))?;
+        if !status.success() {
+            return Err(format!("{task} failed ({status})"));
+        }
     }
-    let shown: Vec<String> = check
-        .env
-        .iter()
-        .map(|(k, v)| format!("{k}={v:?} "))
-        .collect();
-    eprintln!(
-        "xtask {task}: {}cargo {}",
-        shown.concat(),
-        check.args.join(" ")
-    );
-    let status = cmd.status().map_err(|e| format!("cannot run cargo: {e}"))?;
-    if status.success() {
-        Ok(())
-    } else {
-        Err(format!("{task} failed ({status})"))
-    }
+    Ok(())
 }
