@@ -53,7 +53,7 @@ fn assert_mode() {
 #[test]
 fn seeded_sequences() {
     assert_mode();
-    for seed in 0..3 * common::scale() as u64 {
+    for seed in 0..2 * common::scale() as u64 {
         let ops = ops(seed, 2000);
         let r = std::panic::catch_unwind(|| run_with(&ops, &CApi));
         assert!(r.is_ok(), "the C API failed with seed {seed}");

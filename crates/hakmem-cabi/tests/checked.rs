@@ -104,6 +104,7 @@ fn malloc_semantics_hold_in_checked_mode() {
         "calloc_overflow_and_zero",
         "reallocarray_overflow",
         "posix_memalign_rules",
+        "posix_memalign_keeps_errno",
         "aligned_alloc_rules",
         "memalign_valloc_pvalloc",
         "realloc_null_and_zero",
