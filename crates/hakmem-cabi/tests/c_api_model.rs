@@ -5,6 +5,7 @@
 //!
 //! This binary mounts the C ABI's sources and so exports `malloc` & co. itself: the test
 //! harness and libc allocate through hakmem too, as any program linked with `-lhakmem`.
+//! (The C ABI's own unit tests come with its sources and run here a second time.)
 //! `HAKMEM_TEST_SCALE` multiplies the number of seeds.
 
 #[path = "../src/lib.rs"]
