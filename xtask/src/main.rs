@@ -1,6 +1,8 @@
 //! Project tasks, run as `cargo xtask <task>` (an alias in `.cargo/config.toml`).
 
 mod bench;
+mod checks;
+mod fuzz;
 
 use std::process::ExitCode;
 
@@ -17,17 +19,35 @@ struct Cli {
 enum Task {
     /// Compare hakmem with mimalloc, jemalloc and the system allocator.
     Bench(bench::BenchArgs),
+    /// Run every cargo-fuzz target (nightly) for a while each.
+    Fuzz {
+        /// Seconds per target.
+        #[arg(long, default_value_t = 60)]
+        time: u64,
+    },
+    /// The multi-thread tests under ThreadSanitizer (nightly, -Zbuild-std).
+    CheckTsan,
+    /// The cross-thread free protocol under loom.
+    CheckLoom,
+    /// The pure-logic unit tests under Miri (nightly).
+    CheckMiri,
+}
+
+/// A task's outcome as an exit code, reporting the error if there is one.
+fn finish<E: std::fmt::Display>(result: Result<ExitCode, E>) -> ExitCode {
+    result.unwrap_or_else(|e| {
+        eprintln!("error: {e:#}");
+        ExitCode::FAILURE
+    })
 }
 
 fn main() -> ExitCode {
-    let result = match Cli::parse().task {
-        Task::Bench(args) => bench::run(args),
-    };
-    match result {
-        Ok(code) => code,
-        Err(e) => {
-            eprintln!("error: {e:#}");
-            ExitCode::FAILURE
-        }
+    let ok = |r: Result<(), String>| finish(r.map(|()| ExitCode::SUCCESS));
+    match Cli::parse().task {
+        Task::Bench(args) => finish(bench::run(args)),
+        Task::Fuzz { time } => ok(fuzz::run(time)),
+        Task::CheckTsan => ok(checks::run("check-tsan")),
+        Task::CheckLoom => ok(checks::run("check-loom")),
+        Task::CheckMiri => ok(checks::run("check-miri")),
     }
 }

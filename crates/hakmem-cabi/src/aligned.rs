@@ -84,6 +84,9 @@ pub unsafe extern "C" fn posix_memalign(out: *mut *mut c_void, align: usize, siz
     if !align.is_power_of_two() || align % core::mem::size_of::<*mut c_void>() != 0 {
         return libc::EINVAL;
     }
+    // hakmem-core's system calls may set errno on the way to success (an `mmap` at the
+    // address hint that finds the range taken: EEXIST).
+    let _errno = crate::errno::Preserve::new();
     let p = malloc::alloc_or_null(size, align);
     if p.is_null() {
         return libc::ENOMEM;

@@ -4,6 +4,8 @@
 //! - `HAKMEM_VERBOSE=1`: a line at start-up, one-time warnings (pointers hakmem never
 //!   handed out, see [`crate::foreign`]).
 //! - `HAKMEM_STATS=1`: count calls and bytes, print a summary at exit ([`crate::stats`]).
+//! - `HAKMEM_CHECK=1`: checked mode, misuse reported ([`crate::mode`]); read by the first
+//!   call of the malloc family if that comes before this constructor.
 //! - `HAKMEM_PROFILE=fast|balanced|lean`: read by hakmem-core when it sets itself up.
 //!
 //! `0` or an empty value turns a flag off; anything else gets a one-line warning on stderr
@@ -11,7 +13,7 @@
 //! allocation the program makes sees the settings.
 
 use crate::fmt::Message;
-use crate::stats;
+use crate::{mode, stats};
 use core::ffi::CStr;
 use core::sync::atomic::{AtomicBool, Ordering::Relaxed};
 
@@ -45,7 +47,7 @@ pub fn parse_flag(value: &[u8]) -> Option<bool> {
 }
 
 /// Read a flag, warning about an unknown value (then off).
-fn flag(name: &CStr) -> bool {
+pub fn flag(name: &CStr) -> bool {
     let Some(value) = get(name) else {
         return false;
     };
@@ -69,6 +71,8 @@ pub fn warn_unknown(name: &CStr, value: &[u8], expected: &[u8]) {
 }
 
 extern "C" fn init() {
+    // Fix the mode now if no allocation did yet (and warn about a bad value).
+    mode::decide();
     let verbose = flag(c"HAKMEM_VERBOSE");
     VERBOSE.store(verbose, Relaxed);
     if flag(c"HAKMEM_STATS") {
@@ -87,9 +91,10 @@ fn announce() {
     let mut m = Message::<256>::new();
     let _ = writeln!(
         m,
-        "hakmem: loaded (profile {}, statistics {})",
+        "hakmem: loaded (profile {}, statistics {}, checks {})",
         hakmem_core::config::profile().name(),
-        if stats::enabled() { "on" } else { "off" }
+        if stats::enabled() { "on" } else { "off" },
+        if mode::checked() { "on" } else { "off" }
     );
     m.emit();
 }

@@ -11,11 +11,16 @@
 //!   the same for the block's whole life (0 for null or a pointer hakmem did not hand out).
 //! - A pointer hakmem never handed out goes to [`crate::foreign`]; a pointer inside
 //!   hakmem's memory that is not a live block is reported and the process aborts.
+//! - With `HAKMEM_CHECK=1` ([`crate::mode`]) every block is allocated, freed, resized and
+//!   measured by [`hakmem_core::checked`]: double frees, interior pointers, writes past
+//!   the usable size and (unlike the unchecked mode) pointers hakmem never handed out are
+//!   reported and the process aborts. Every entry point takes its fast path only when
+//!   [`mode::plain`] says that neither checks nor counting are on.
 
-use crate::{errno, foreign, stats};
+use crate::{errno, foreign, mode, stats};
 use core::ffi::{c_int, c_void};
 use core::ptr::null_mut;
-use hakmem_core::{Misuse, Owner};
+use hakmem_core::{checked, Misuse, Owner};
 
 /// The alignment of every block `malloc` hands out.
 pub const MIN_ALIGN: usize = hakmem_core::size_class::MIN_ALIGN;
@@ -23,7 +28,23 @@ pub const MIN_ALIGN: usize = hakmem_core::size_class::MIN_ALIGN;
 /// Allocate, without touching `errno` (null on failure).
 #[inline(always)]
 pub fn alloc_or_null(size: usize, align: usize) -> *mut c_void {
-    let p = hakmem_core::alloc(size, align);
+    if mode::plain() {
+        return hakmem_core::alloc(size, align).cast();
+    }
+    alloc_in_mode(size, align, false)
+}
+
+/// Allocate (zeroed if `zeroed`) in checked mode and / or counting, deciding the mode
+/// first if this is the first call.
+#[cold]
+#[inline(never)]
+fn alloc_in_mode(size: usize, align: usize, zeroed: bool) -> *mut c_void {
+    let p = match (mode::checked(), zeroed) {
+        (false, false) => hakmem_core::alloc(size, align),
+        (false, true) => hakmem_core::alloc_zeroed(size, align),
+        (true, false) => checked::alloc(size, align),
+        (true, true) => checked::alloc_zeroed(size, align),
+    };
     if !p.is_null() {
         stats::on_alloc(p);
     }
@@ -53,12 +74,15 @@ pub fn alloc_array_zeroed(n: usize, size: usize) -> *mut c_void {
     let Some(total) = n.checked_mul(size) else {
         return out_of_memory();
     };
-    let p = hakmem_core::alloc_zeroed(total, MIN_ALIGN);
+    let p = if mode::plain() {
+        hakmem_core::alloc_zeroed(total, MIN_ALIGN).cast()
+    } else {
+        alloc_in_mode(total, MIN_ALIGN, true)
+    };
     if p.is_null() {
         return out_of_memory();
     }
-    stats::on_alloc(p);
-    p.cast()
+    p
 }
 
 /// `free`: null ignored, `errno` preserved.
@@ -69,10 +93,10 @@ pub fn alloc_array_zeroed(n: usize, size: usize) -> *mut c_void {
 #[inline(always)]
 pub unsafe fn free_block(p: *mut c_void) {
     let p = p.cast::<u8>();
-    // The fast path: a small block, no statistics. hakmem-core keeps `errno` in the slow
+    // The fast path: a small block, no checks, no statistics. hakmem-core keeps `errno` in the slow
     // path of its free; this path touches nothing else.
     if let Some(class) = hakmem_core::small_class_of(p) {
-        if !stats::enabled() {
+        if mode::plain() {
             // SAFETY: a live block of `class`, which the caller gives up.
             unsafe { hakmem_core::thread_cache::free(p, class) };
             return;
@@ -93,6 +117,11 @@ unsafe fn free_other(p: *mut u8) {
         return;
     }
     let _errno = errno::Preserve::new();
+    if mode::checked() {
+        stats::on_free(p);
+        // SAFETY: by the caller; misuse is reported.
+        return unsafe { checked::free(p) };
+    }
     match hakmem_core::owner(p) {
         Owner::Small { class, .. } => {
             stats::on_free(p);
@@ -125,10 +154,32 @@ pub unsafe fn free_sized_block(p: *mut c_void, size: usize, align: usize) {
     if !hakmem_core::chunk_map::contains(p as usize) {
         return foreign::free(p);
     }
+    if !mode::plain() {
+        // SAFETY: by the caller.
+        return unsafe { free_sized_in_mode(p, size, align) };
+    }
     #[cfg(debug_assertions)]
     check_stated_size(p, size, align);
     let _errno = errno::Preserve::new();
+    // SAFETY: by the caller, a hakmem block allocated with `(size, align)`.
+    unsafe { hakmem_core::dealloc(p, size, align) }
+}
+
+/// [`free_sized_block`] of a block in hakmem's memory, checked and / or counted.
+///
+/// # Safety
+/// As for [`free_sized_block`].
+#[cold]
+#[inline(never)]
+unsafe fn free_sized_in_mode(p: *mut u8, size: usize, align: usize) {
+    let _errno = errno::Preserve::new();
     stats::on_free(p);
+    if mode::checked() {
+        // SAFETY: by the caller; misuse, a stated size included, is reported.
+        return unsafe { checked::dealloc(p, size, align) };
+    }
+    #[cfg(debug_assertions)]
+    check_stated_size(p, size, align);
     // SAFETY: by the caller, a hakmem block allocated with `(size, align)`.
     unsafe { hakmem_core::dealloc(p, size, align) }
 }
@@ -165,11 +216,23 @@ pub unsafe fn realloc_block(p: *mut c_void, new_size: usize) -> *mut c_void {
         return null_mut();
     }
     let p = p.cast::<u8>();
+    let checked = mode::checked();
     match hakmem_core::owner(p) {
-        Owner::Small { .. } | Owner::Large { .. } => {
+        Owner::Foreign if checked => hakmem_core::report_misuse(p, Misuse::ForeignRealloc, None),
+        // SAFETY: `p` is the caller's and readable, by the caller.
+        Owner::Foreign => unsafe { foreign::realloc(p, new_size) },
+        Owner::Invalid if !checked => hakmem_core::report_misuse(p, Misuse::InvalidFree, None),
+        // A block, or in checked mode anything for `checked` to report.
+        _ => {
             stats::on_free(p);
-            // SAFETY: a live hakmem block, by the caller.
-            let q = unsafe { hakmem_core::realloc_unsized(p, new_size) };
+            // SAFETY: a live hakmem block, by the caller (checked mode inspects it).
+            let q = unsafe {
+                if checked {
+                    checked::realloc_unsized(p, new_size)
+                } else {
+                    hakmem_core::realloc_unsized(p, new_size)
+                }
+            };
             if q.is_null() {
                 stats::on_alloc(p); // still the caller's
                 return out_of_memory();
@@ -177,9 +240,6 @@ pub unsafe fn realloc_block(p: *mut c_void, new_size: usize) -> *mut c_void {
             stats::on_alloc(q);
             q.cast()
         }
-        // SAFETY: `p` is the caller's and readable, by the caller.
-        Owner::Foreign => unsafe { foreign::realloc(p, new_size) },
-        Owner::Invalid => hakmem_core::report_misuse(p, Misuse::InvalidFree, None),
     }
 }
 
@@ -199,6 +259,10 @@ pub unsafe fn realloc_array(p: *mut c_void, n: usize, size: usize) -> *mut c_voi
 pub fn usable_size(p: *const c_void) -> usize {
     if p.is_null() {
         return 0;
+    }
+    if mode::checked() {
+        // The canary's bytes are not the program's.
+        return checked::usable_size(p.cast());
     }
     hakmem_core::usable_size(p.cast())
 }

@@ -1,6 +1,7 @@
 //! `HAKMEM_STATS=1`: counts of calls and of bytes in use, and a summary on stderr at exit.
 //!
-//! Counting costs one load and a predicted branch per call while it is off (the default).
+//! Counting costs one load and a predicted branch per call while it is off (the default;
+//! the same load serves checked mode, see [`crate::mode`]).
 //! While on, every allocation and free also looks up the block's usable size and updates
 //! a few shared counters: slower, and meant for looking, not for production.
 //!
@@ -16,12 +17,9 @@
 use crate::fmt::Message;
 use crate::prefixed::HakmemStats;
 use core::fmt::Write;
-use core::sync::atomic::{
-    AtomicBool, AtomicI32, AtomicIsize, AtomicU64, AtomicUsize, Ordering::Relaxed,
-};
+use core::sync::atomic::{AtomicI32, AtomicIsize, AtomicU64, AtomicUsize, Ordering::Relaxed};
 use hakmem_core::os::COUNTERS;
 
-static ENABLED: AtomicBool = AtomicBool::new(false);
 /// Allocation and free calls seen (a `realloc` counts as both).
 static CALLS: AtomicUsize = AtomicUsize::new(0);
 /// Usable bytes of live blocks (may dip below zero, see the module docs).
@@ -37,7 +35,7 @@ static SUMMARY_FILE: AtomicU64 = AtomicU64::new(0);
 
 /// Start counting (the constructor, for `HAKMEM_STATS=1`).
 pub fn enable() {
-    ENABLED.store(true, Relaxed);
+    crate::mode::count();
     // High, so that programs which assume low descriptors are free do not meet it.
     // SAFETY: fcntl on a descriptor number has no memory effects.
     let fd = unsafe { libc::fcntl(2, libc::F_DUPFD_CLOEXEC, 100) };
@@ -72,7 +70,7 @@ fn summary_fd() -> i32 {
 
 #[inline(always)]
 pub fn enabled() -> bool {
-    ENABLED.load(Relaxed)
+    crate::mode::counted()
 }
 
 /// Note that `p` (non-null) was just handed to the program.

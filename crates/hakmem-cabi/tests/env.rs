@@ -1,5 +1,6 @@
 //! Configuration from the environment: `HAKMEM_VERBOSE`, `HAKMEM_STATS`,
-//! `HAKMEM_PROFILE`; unknown values get a one-line warning, never a crash.
+//! `HAKMEM_PROFILE` (`HAKMEM_CHECK`: tests/checked.rs); unknown values get a one-line
+//! warning, never a crash.
 
 mod common;
 
@@ -15,7 +16,7 @@ fn verbose_announces_the_profile() {
     assert_success(&o, "true");
     assert_eq!(
         text(&o.stderr),
-        "hakmem: loaded (profile lean, statistics off)\n"
+        "hakmem: loaded (profile lean, statistics off, checks off)\n"
     );
 }
 

@@ -29,6 +29,7 @@ cases! {
     calloc_overflow_and_zero,
     reallocarray_overflow,
     posix_memalign_rules,
+    posix_memalign_keeps_errno,
     aligned_alloc_rules,
     memalign_valloc_pvalloc,
     realloc_null_and_zero,

@@ -8,7 +8,7 @@
 //! | misuse | how it is seen |
 //! |---|---|
 //! | free of a pointer hakmem never handed out | the chunk map has no bit for it |
-//! | free of a pointer inside hakmem's memory that is no block start | class map says free/header, or the offset in the span is not a multiple of the block size |
+//! | free of a pointer inside hakmem's memory that is no block start | class map says free/header, or the offset in the span is not a multiple of the block size (then reported as interior, with the slab's class) |
 //! | double free | the freed marker is in the block's second word |
 //! | write past the end of a small block | the canary at the end of the block changed |
 //! | `dealloc` with another layout than the allocation's | the class of the layout is not the block's |
@@ -16,8 +16,9 @@
 //! Each is reported on stderr without allocating (pointer, kind, size class) and the
 //! process aborts. Blocks from checked mode must be freed in checked mode.
 
-use crate::large;
-use crate::size_class::{block_size, class_for, Class, MIN_ALIGN};
+use crate::size_class::{block_size, class_for, Class, MIN_ALIGN, NUM_CLASSES};
+use crate::superslab::ChunkHeader;
+use crate::{chunk_map, large};
 use crate::{owner, report_misuse, thread_cache, Misuse, Owner};
 
 /// Bytes at the end of each small block taken by the canary.
@@ -72,18 +73,31 @@ unsafe fn arm(p: *mut u8, c: Class) {
     }
 }
 
+/// The size class of the slab `p` lies in, if it lies in one that serves a class.
+fn slab_class(p: *mut u8) -> Option<Class> {
+    let addr = p as usize;
+    if !chunk_map::contains(addr) {
+        return None;
+    }
+    // SAFETY: the chunk map says a header is mapped at the chunk base.
+    let entry = unsafe { (*ChunkHeader::of(addr)).entry(addr) };
+    ((entry as usize) < NUM_CLASSES).then_some(entry as Class)
+}
+
 /// Check a block about to be freed; report and abort on misuse. Returns its class, or
 /// `None` for a valid large block.
 fn inspect(p: *mut u8) -> Option<Class> {
     match owner(p) {
         Owner::Foreign => report_misuse(p, Misuse::ForeignFree, None),
-        Owner::Invalid => report_misuse(p, Misuse::InvalidFree, None),
+        // Inside a slab of some class but not at a block start: an interior pointer.
+        Owner::Invalid => match slab_class(p) {
+            Some(c) => report_misuse(p, Misuse::InteriorFree, Some(c)),
+            None => report_misuse(p, Misuse::InvalidFree, None),
+        },
         Owner::Large { .. } => None,
         Owner::Small { class, .. } => {
+            // `owner` checked that `p` starts a block.
             let b = block_size(class);
-            if !crate::size_class::is_block_start(p as usize, class) {
-                report_misuse(p, Misuse::InteriorFree, Some(class));
-            }
             // SAFETY: `p` starts a block of `b >= 16` bytes in a live slab.
             let (second, canary) = unsafe {
                 (

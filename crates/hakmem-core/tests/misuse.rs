@@ -9,41 +9,14 @@
 mod common;
 
 use hakmem_core::{alloc, dealloc, free, realloc_unsized};
-use std::os::unix::process::{CommandExt, ExitStatusExt};
-use std::process::Command;
 
 const CASE_VAR: &str = "HAKMEM_MISUSE_CASE";
 
 /// Run `case` in a child and require that it aborts with `message` on stderr.
 #[track_caller]
 fn expect_abort(case: &str, message: &str) {
-    let mut cmd = Command::new(std::env::current_exe().expect("test binary"));
-    cmd.args(["--exact", "child_entry", "--nocapture", "--test-threads=1"])
-        .env(CASE_VAR, case);
-    // SAFETY: setrlimit is async-signal-safe; no core files from the expected aborts.
-    unsafe {
-        cmd.pre_exec(|| {
-            let none = libc::rlimit {
-                rlim_cur: 0,
-                rlim_max: 0,
-            };
-            libc::setrlimit(libc::RLIMIT_CORE, &none);
-            Ok(())
-        });
-    }
-    let out = cmd.output().expect("run the child");
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(
-        out.status.signal(),
-        Some(libc::SIGABRT),
-        "{case}: expected an abort, got {:?}\nstdout:\n{stdout}\nstderr:\n{stderr}",
-        out.status
-    );
-    assert!(
-        stderr.contains(message),
-        "{case}: stderr lacks {message:?}:\n{stderr}"
-    );
+    let out = common::run_child("child_entry", CASE_VAR, case, None);
+    common::assert_aborted(&out, case, message);
 }
 
 #[test]

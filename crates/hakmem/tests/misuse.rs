@@ -1,8 +1,7 @@
 //! Misuse is reported and aborts: each case runs in a child process (this test binary
 //! re-run with `HAKMEM_MISUSE=<case>`), and the parent checks the message and the abort.
 
-use std::os::unix::process::ExitStatusExt;
-use std::process::Command;
+mod common;
 
 /// The misbehaving programs, run in the child.
 fn run_case(case: &str) {
@@ -44,6 +43,15 @@ fn run_case(case: &str) {
                 let p = checked::alloc(1 << 20, 16);
                 checked::free(p.add(4096));
             }
+            "global-alloc-double-free" => {
+                use std::alloc::{GlobalAlloc, Layout};
+                let layout = Layout::from_size_align(100, 8).unwrap();
+                let p = hakmem::HakMem.alloc(layout);
+                let q = hakmem::HakMem.alloc(layout); // so `p` is not the cache head
+                hakmem::HakMem.dealloc(p, layout);
+                hakmem::HakMem.dealloc(q, layout);
+                hakmem::HakMem.dealloc(p, layout);
+            }
             other => panic!("unknown case {other}"),
         }
     }
@@ -52,27 +60,13 @@ fn run_case(case: &str) {
 }
 
 fn expect_abort(case: &str, message: &str) {
-    let out = Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "child", "--nocapture", "--test-threads=1"])
-        .env("HAKMEM_MISUSE", case)
-        .output()
-        .unwrap();
+    let out = common::run_child("child", "HAKMEM_MISUSE", case, None);
+    common::assert_aborted(&out, case, message);
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(
-        out.status.signal(),
-        Some(libc_sigabrt()),
-        "{case}: status {:?}, stderr {stderr}",
-        out.status
-    );
-    assert!(stderr.contains(message), "{case}: stderr was {stderr}");
     assert!(
         stderr.contains("pointer 0x"),
         "{case}: no pointer in {stderr}"
     );
-}
-
-fn libc_sigabrt() -> i32 {
-    6
 }
 
 #[test]
@@ -115,4 +109,12 @@ fn wrong_layout_is_caught() {
 #[test]
 fn large_interior_pointer_is_caught() {
     expect_abort("large-interior", "not the start of a live block");
+}
+
+/// With the `checked` feature, `HakMem` itself is checked
+/// (`cargo test -p hakmem --features checked`, which .ci/run runs).
+#[cfg(feature = "checked")]
+#[test]
+fn global_alloc_is_checked_with_the_feature() {
+    expect_abort("global-alloc-double-free", "double free");
 }

@@ -11,7 +11,7 @@ mod common;
 mod shadow;
 
 use proptest::prelude::*;
-use shadow::{ops_from_bytes, run, Api, Op};
+use shadow::{ops_from_bytes, run, run_threads, Api, Op};
 
 /// Proptest cases per property unless `PROPTEST_CASES` says otherwise.
 const CASES: u32 = 48;
@@ -88,6 +88,28 @@ fn seeded_models_on_two_threads() {
             });
         }
     });
+}
+
+/// One sequence dealt out to three threads that hand blocks to each other: frees and
+/// reallocs of blocks another thread allocated, the overlap check across all threads, and
+/// blocks freed after the threads that allocated them exited.
+#[test]
+fn seeded_sequences_spread_over_threads() {
+    for seed in 2000..2000 + 2 * common::scale() as u64 {
+        for api in [Api::Sized, Api::Unsized] {
+            let ops = ops_from_bytes(&common::Rng::new(seed).bytes(8 * 3000));
+            let handed_over = ops
+                .iter()
+                .filter(|op| matches!(op, Op::Free { how, .. } if *how >= 192))
+                .count();
+            assert!(
+                handed_over > 100,
+                "seed {seed}: only {handed_over} hand-overs"
+            );
+            let r = std::panic::catch_unwind(|| run_threads(&ops, &api, 3));
+            assert!(r.is_ok(), "{api:?} on 3 threads failed with seed {seed}");
+        }
+    }
 }
 
 #[test]

@@ -148,6 +148,26 @@ static void posix_memalign_rules(void) {
     CHECK(out == sentinel && errno == 77);
 }
 
+/* A successful posix_memalign leaves errno alone even when hakmem's mmap at its address
+ * hint fails first (EEXIST): a large block grown in place by realloc takes the range the
+ * next hinted mapping was to use. Found by the fuzz target c_api. */
+static void posix_memalign_keeps_errno(void) {
+    char *p = malloc(1 << 20);
+    CHECK(p != NULL);
+    p = realloc(p, 6 << 20);
+    CHECK(p != NULL);
+    for (int i = 0; i < 4; i++) {
+        void *q = NULL;
+        errno = 4242;
+        CHECK(posix_memalign(&q, 4096, 1 << 20) == 0);
+        CHECK(errno == 4242);
+        free(q);
+        p = realloc(p, (size_t)(7 + 2 * i) << 20);
+        CHECK(p != NULL);
+    }
+    free(p);
+}
+
 static void aligned_alloc_rules(void) {
     struct { size_t align, size; } ok[] = {{64, 100}, {4096, 5000}, {32, 1}, {16, 3}, {256, 1000000}, {1, 7}};
     for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
@@ -306,6 +326,7 @@ int main(int argc, char **argv) {
         {"calloc_overflow_and_zero", calloc_overflow_and_zero},
         {"reallocarray_overflow", reallocarray_overflow},
         {"posix_memalign_rules", posix_memalign_rules},
+        {"posix_memalign_keeps_errno", posix_memalign_keeps_errno},
         {"aligned_alloc_rules", aligned_alloc_rules},
         {"memalign_valloc_pvalloc", memalign_valloc_pvalloc},
         {"realloc_null_and_zero", realloc_null_and_zero},

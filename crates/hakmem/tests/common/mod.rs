@@ -1,8 +1,13 @@
 //! Helpers shared by the integration tests of `hakmem` and `hakmem-core` (the core's tests
-//! include this file with `#[path]`): fill patterns, a seeded generator, test scale.
+//! include this file with `#[path]`): fill patterns, a seeded generator, test scale,
+//! child processes that are expected to abort.
 //!
-//! Only `std`: no allocator is named here, so each test binary decides who serves `Vec`.
+//! Only `std` and `libc`: no allocator is named here, so each test binary decides who
+//! serves `Vec`.
 #![allow(dead_code)]
+
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::process::{Command, Output};
 
 /// The pattern word at word index `w` of block `id`; never the same for two ids at one
 /// index, so a block handed out twice, or a stray write, shows as a mismatch.
@@ -236,4 +241,49 @@ impl Drop for Block {
         // SAFETY: allocated in `new` with this layout.
         unsafe { std::alloc::dealloc(self.ptr, self.layout) };
     }
+}
+
+/// Run this test binary again in a child that runs only the test `entry` (which acts when
+/// `var` is set), with `var=case`, no core dumps, and at most `address_space` bytes of
+/// address space if given (`RLIMIT_AS`, as `ulimit -v` sets it).
+pub fn run_child(entry: &str, var: &str, case: &str, address_space: Option<u64>) -> Output {
+    let mut cmd = Command::new(std::env::current_exe().expect("test binary"));
+    cmd.args(["--exact", entry, "--nocapture", "--test-threads=1"])
+        .env(var, case);
+    // SAFETY: setrlimit is async-signal-safe and touches no memory of the parent.
+    unsafe {
+        cmd.pre_exec(move || {
+            let limit = |n| libc::rlimit {
+                rlim_cur: n,
+                rlim_max: n,
+            };
+            let mut ok = libc::setrlimit(libc::RLIMIT_CORE, &limit(0)) == 0;
+            if let Some(bytes) = address_space {
+                ok &= libc::setrlimit(libc::RLIMIT_AS, &limit(bytes)) == 0;
+            }
+            if ok {
+                Ok(())
+            } else {
+                Err(std::io::Error::last_os_error())
+            }
+        });
+    }
+    cmd.output().expect("run the child")
+}
+
+/// Panic unless the child of `case` aborted (SIGABRT) with `message` on its stderr.
+#[track_caller]
+pub fn assert_aborted(out: &Output, case: &str, message: &str) {
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        out.status.signal(),
+        Some(libc::SIGABRT),
+        "{case}: expected an abort, got {:?}\nstdout:\n{}\nstderr:\n{stderr}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout)
+    );
+    assert!(
+        stderr.contains(message),
+        "{case}: stderr lacks {message:?}:\n{stderr}"
+    );
 }

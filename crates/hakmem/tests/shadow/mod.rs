@@ -7,15 +7,23 @@
 //!   the bytes realloc must preserve),
 //! - `alloc_zeroed` memory reads as zero.
 //!
-//! A library, not a test: the proptest in `shadow_model.rs`, its seeded runs and a fuzz
-//! target (`#[path]` to this file and to `tests/common/mod.rs`, mounted as `crate::common`,
-//! feeding [`ops_from_bytes`]) all call [`run`].
+//! A library, not a test: the proptest in `shadow_model.rs`, its seeded runs and the fuzz
+//! targets (`#[path]` to this file and to `tests/common/mod.rs`, mounted as `crate::common`,
+//! feeding [`ops_from_bytes`]) all call [`run`], [`run_with`] or [`run_threads`].
 //!
-//! The model calls hakmem directly, never as the global allocator, so its own `Vec` and
-//! `BTreeMap` allocations do not disturb what it watches.
+//! The entry points are an [`Entries`]: the Rust API ([`Api`]) here, the C ABI's malloc
+//! family in `crates/hakmem-cabi/tests/c_model`. [`run_threads`] deals one sequence out
+//! to several threads that share the record of live ranges (so the overlap check spans
+//! threads) and hand blocks to each other, so that frees and reallocs cross threads.
+//!
+//! [`Api`] calls hakmem directly, never as the global allocator, so the model's own `Vec`
+//! and `BTreeMap` allocations do not disturb what it watches.
+#![allow(dead_code)] // each user takes a subset (`Resized::Freed`: only C's realloc)
 
 use std::alloc::{GlobalAlloc, Layout};
 use std::collections::BTreeMap;
+use std::ptr::null_mut;
+use std::sync::{Mutex, MutexGuard};
 
 use hakmem_core::Owner;
 
@@ -49,20 +57,26 @@ const EDGE_SIZES: [usize; 16] = [
     MAX_SIZE,
 ];
 
-/// One step of a sequence. `pick` chooses a live block (modulo their number).
+/// One step of a sequence. `pick` chooses a live block (modulo their number). `how` is a
+/// byte the entry points may use to choose among calls that do the same thing (which C
+/// function allocates, say); the Rust API ignores it. In [`run_threads`] a free whose
+/// `how` is 192 or more hands the block to another thread instead.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Op {
     Alloc {
         size: usize,
         align_log2: u8,
         zeroed: bool,
+        how: u8,
     },
     Free {
         pick: usize,
+        how: u8,
     },
     Realloc {
         pick: usize,
         new_size: usize,
+        how: u8,
     },
 }
 
@@ -93,7 +107,8 @@ pub fn align_log2_from(raw: u8) -> u8 {
 }
 
 impl Op {
-    /// Bytes a fuzzer (or proptest) hands over, as an op: `[tag, kind, align, pick, raw x4]`.
+    /// Bytes a fuzzer (or proptest) hands over, as an op: `[tag, kind, align, pick, raw x4]`
+    /// (an allocation takes `how` from the `pick` byte, the others from the `align` byte).
     pub fn decode(b: [u8; 8]) -> Op {
         let raw = u32::from_le_bytes([b[4], b[5], b[6], b[7]]);
         let size = size_from(b[1], raw);
@@ -102,13 +117,16 @@ impl Op {
                 size,
                 align_log2: align_log2_from(b[2]),
                 zeroed: b[0] / 16 % 4 == 0,
+                how: b[3],
             },
             7..=11 => Op::Free {
                 pick: b[3] as usize,
+                how: b[2],
             },
             _ => Op::Realloc {
                 pick: b[3] as usize,
                 new_size: size,
+                how: b[2],
             },
         }
     }
@@ -121,7 +139,49 @@ pub fn ops_from_bytes(data: &[u8]) -> Vec<Op> {
         .collect()
 }
 
-/// Which entry points the model drives.
+/// The entry points a model drives, and what they promise.
+pub trait Entries: Sync {
+    /// Whether the caller owns a block's whole usable size (C) or only its request (Rust).
+    fn owns_usable(&self) -> bool;
+    /// Whether `free(NULL)` and `realloc(NULL, n)` exist (the model calls them when no
+    /// block is live).
+    fn takes_null(&self) -> bool;
+    /// Allocate `size` bytes (reading as zero if `zeroed`) aligned to at least
+    /// `2^align_log2` where the API lets the caller ask for it. Returns the block (null
+    /// on failure) and the alignment the API promises for it.
+    fn alloc(&self, size: usize, align_log2: u8, zeroed: bool, how: u8) -> (*mut u8, usize);
+    /// The usable size the API reports for a live block.
+    fn usable_size(&self, p: *mut u8) -> usize;
+    /// Free a live block allocated as `(size, align)` (or null, if [`Self::takes_null`]).
+    ///
+    /// # Safety
+    /// `p` is such a block and is not used afterwards.
+    unsafe fn free(&self, p: *mut u8, size: usize, align: usize, how: u8);
+    /// Resize a live block allocated as `(size, align)` (or null with size 0, if
+    /// [`Self::takes_null`]).
+    ///
+    /// # Safety
+    /// As for [`Self::free`]; `p` is not used afterwards unless the result is null.
+    unsafe fn realloc(
+        &self,
+        p: *mut u8,
+        size: usize,
+        align: usize,
+        new_size: usize,
+        how: u8,
+    ) -> Resized;
+}
+
+/// What a realloc did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Resized {
+    /// The resized block (null on failure) and the alignment the API promises for it.
+    Block(*mut u8, usize),
+    /// The call freed the block and returned no new one (C's `realloc(p, 0)`).
+    Freed,
+}
+
+/// Which Rust entry points the model drives.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Api {
     /// `GlobalAlloc` of `hakmem::HakMem`: sized frees, alignment kept across realloc.
@@ -132,97 +192,239 @@ pub enum Api {
     Unsized,
 }
 
+impl Entries for Api {
+    fn owns_usable(&self) -> bool {
+        *self == Api::Unsized
+    }
+
+    fn takes_null(&self) -> bool {
+        *self == Api::Unsized
+    }
+
+    fn alloc(&self, size: usize, align_log2: u8, zeroed: bool, _how: u8) -> (*mut u8, usize) {
+        match self {
+            Api::Sized => {
+                let align = 1usize << align_log2.min(MAX_ALIGN_LOG2);
+                let layout = Layout::from_size_align(size, align).expect("valid layout");
+                // SAFETY: hakmem serves every layout, size 0 included (its `alloc` gives a
+                // real block), so the zero-size rule of `GlobalAlloc` is not needed here.
+                let p = unsafe {
+                    if zeroed {
+                        hakmem::HakMem.alloc_zeroed(layout)
+                    } else {
+                        hakmem::HakMem.alloc(layout)
+                    }
+                };
+                (p, align)
+            }
+            Api::Unsized if zeroed => (hakmem_core::alloc_zeroed(size, 16), 16),
+            Api::Unsized => (hakmem_core::alloc(size, 16), 16),
+        }
+    }
+
+    fn usable_size(&self, p: *mut u8) -> usize {
+        hakmem_core::usable_size(p)
+    }
+
+    unsafe fn free(&self, p: *mut u8, size: usize, align: usize, _how: u8) {
+        // SAFETY: by the caller, a live block with the request it was made with.
+        unsafe {
+            match self {
+                Api::Sized => {
+                    hakmem::HakMem.dealloc(p, Layout::from_size_align_unchecked(size, align))
+                }
+                Api::Unsized => hakmem_core::free(p),
+            }
+        }
+    }
+
+    unsafe fn realloc(
+        &self,
+        p: *mut u8,
+        size: usize,
+        align: usize,
+        new_size: usize,
+        _how: u8,
+    ) -> Resized {
+        // SAFETY: by the caller, a live block with its request (or null for `Unsized`).
+        let q = unsafe {
+            match self {
+                Api::Sized => hakmem::HakMem.realloc(
+                    p,
+                    Layout::from_size_align_unchecked(size, align),
+                    new_size,
+                ),
+                Api::Unsized => hakmem_core::realloc_unsized(p, new_size),
+            }
+        };
+        Resized::Block(q, align)
+    }
+}
+
 #[derive(Clone, Copy, Debug)]
 struct Live {
     ptr: *mut u8,
     size: usize,
     align: usize,
-    /// Bytes the model writes and checks: `size`, or `usable_size` for [`Api::Unsized`].
+    /// Bytes the model writes and checks: `size`, or the usable size when the API gives
+    /// the caller all of it.
     extent: usize,
     id: u64,
 }
 
-struct Model {
-    api: Api,
+// SAFETY: a live block is plain memory that only the model holding its `Live` touches;
+// handing the `Live` to another thread hands over the block.
+unsafe impl Send for Live {}
+
+/// Start of each live block's range -> (end, id), shared by the models of all threads.
+type Ranges = Mutex<BTreeMap<usize, (usize, u64)>>;
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+struct Model<'a, E> {
+    entries: &'a E,
     live: Vec<Live>,
-    /// Start of each live block's usable range -> (end, id).
-    ranges: BTreeMap<usize, (usize, u64)>,
+    ranges: &'a Ranges,
     live_bytes: usize,
     next_id: u64,
 }
 
-/// Run `ops` against hakmem, panicking at the first broken property; every block still
-/// live at the end is checked and freed.
+/// Run `ops` against the Rust API `api` (see [`run_with`]).
 pub fn run(ops: &[Op], api: Api) {
-    let mut m = Model {
-        api,
-        live: Vec::new(),
-        ranges: BTreeMap::new(),
-        live_bytes: 0,
-        next_id: 0,
-    };
+    run_with(ops, &api);
+}
+
+/// Run `ops` against `entries`, panicking at the first broken property; every block still
+/// live at the end is checked and freed.
+pub fn run_with<E: Entries>(ops: &[Op], entries: &E) {
+    let ranges = Ranges::default();
+    let mut m = Model::new(entries, &ranges, 0);
     for (step, op) in ops.iter().enumerate() {
         m.step(step, *op);
     }
-    while let Some(b) = m.live.pop() {
-        m.release(b, "at the end");
-    }
-    assert!(m.ranges.is_empty());
+    m.finish();
+    assert!(lock(&ranges).is_empty());
 }
 
-impl Model {
+/// Run `ops` on `threads` threads, thread `t` taking ops `t`, `t + threads`, ... A free
+/// whose `how` is 192 or more hands the block to the next thread instead, which frees or
+/// reallocs it later; blocks still in a thread's mailbox when every thread is done are
+/// freed by the calling thread, after their allocating threads exited. Step numbers in
+/// messages are indexes into `ops`.
+pub fn run_threads<E: Entries>(ops: &[Op], entries: &E, threads: usize) {
+    let ranges = Ranges::default();
+    let mailboxes: Vec<Mutex<Vec<Live>>> = (0..threads).map(|_| Mutex::default()).collect();
+    std::thread::scope(|s| {
+        for t in 0..threads {
+            let (ranges, mailboxes) = (&ranges, &mailboxes);
+            s.spawn(move || {
+                let mut m = Model::new(entries, ranges, t);
+                for (step, op) in ops.iter().enumerate().skip(t).step_by(threads) {
+                    m.take_mail(&mailboxes[t]);
+                    match *op {
+                        Op::Free { pick, how } if how >= 192 && !m.live.is_empty() => {
+                            let b = m.live.swap_remove(pick % m.live.len());
+                            m.live_bytes -= b.size;
+                            lock(&mailboxes[(t + 1) % threads]).push(b);
+                        }
+                        op => m.step(step, op),
+                    }
+                }
+                m.take_mail(&mailboxes[t]);
+                m.finish();
+            });
+        }
+    });
+    let mut m = Model::new(entries, &ranges, threads);
+    for mailbox in &mailboxes {
+        m.take_mail(mailbox);
+    }
+    m.finish();
+    assert!(lock(&ranges).is_empty());
+}
+
+impl<'a, E: Entries> Model<'a, E> {
+    /// The model of thread `t` (block ids carry `t` in their high bits).
+    fn new(entries: &'a E, ranges: &'a Ranges, t: usize) -> Self {
+        Model {
+            entries,
+            live: Vec::new(),
+            ranges,
+            live_bytes: 0,
+            next_id: (t as u64) << 40,
+        }
+    }
+
+    fn take_mail(&mut self, mailbox: &Mutex<Vec<Live>>) {
+        for b in lock(mailbox).drain(..) {
+            self.live_bytes += b.size;
+            self.live.push(b);
+        }
+    }
+
+    /// Check and free every block still live.
+    fn finish(mut self) {
+        while let Some(b) = self.live.pop() {
+            self.release(b, 0, "at the end");
+        }
+    }
+
     fn step(&mut self, step: usize, op: Op) {
         match op {
             Op::Alloc {
                 size,
                 align_log2,
                 zeroed,
+                how,
             } => {
-                let align = match self.api {
-                    Api::Sized => 1usize << align_log2.min(MAX_ALIGN_LOG2),
-                    Api::Unsized => 16,
-                };
                 if self.live_bytes + size > LIVE_CAP {
                     return;
                 }
-                let p = self.alloc(size, align, zeroed);
-                assert!(!p.is_null(), "step {step}: alloc({size}, {align}) failed");
+                let (p, align) = self.entries.alloc(size, align_log2, zeroed, how);
+                assert!(
+                    !p.is_null(),
+                    "step {step}: alloc({size}, 2^{align_log2}) failed"
+                );
                 if zeroed {
                     // SAFETY: a fresh block of at least `size` bytes.
                     if let Some(k) = unsafe { common::nonzero(p, size) } {
                         panic!(
-                            "step {step}: alloc_zeroed({size}, {align}) = {p:p}: byte {k} not zero"
+                            "step {step}: zeroed alloc({size}, 2^{align_log2}) = {p:p}: byte {k} not zero"
                         );
                     }
                 }
-                let b = self.admit(step, p, size, align, None);
-                // SAFETY: the model owns `extent` bytes of the block.
-                unsafe { common::fill(p, 0, b.extent, b.id) };
+                self.admit_fresh(step, p, size, align);
             }
-            Op::Free { pick } => {
+            Op::Free { pick, how } => {
                 if self.live.is_empty() {
-                    if self.api == Api::Unsized {
+                    if self.entries.takes_null() {
                         // SAFETY: free(null) is a no-op.
-                        unsafe { hakmem_core::free(std::ptr::null_mut()) };
+                        unsafe { self.entries.free(null_mut(), 0, 16, how) };
                     }
                     return;
                 }
                 let b = self.live.swap_remove(pick % self.live.len());
-                self.release(b, &format!("step {step}: free"));
+                self.release(b, how, &format!("step {step}: free"));
             }
-            Op::Realloc { pick, new_size } => {
+            Op::Realloc {
+                pick,
+                new_size,
+                how,
+            } => {
                 if self.live.is_empty() {
-                    if self.api == Api::Unsized && new_size <= LIVE_CAP {
+                    if self.entries.takes_null() && new_size <= LIVE_CAP {
                         // SAFETY: realloc(null, n) is malloc(n).
-                        let p =
-                            unsafe { hakmem_core::realloc_unsized(std::ptr::null_mut(), new_size) };
+                        let r = unsafe { self.entries.realloc(null_mut(), 0, 16, new_size, how) };
+                        let Resized::Block(p, align) = r else {
+                            panic!("step {step}: realloc(null, {new_size}) returned no block");
+                        };
                         assert!(
                             !p.is_null(),
                             "step {step}: realloc(null, {new_size}) failed"
                         );
-                        let b = self.admit(step, p, new_size, 16, None);
-                        // SAFETY: the model owns `extent` bytes of the block.
-                        unsafe { common::fill(p, 0, b.extent, b.id) };
+                        self.admit_fresh(step, p, new_size, align);
                     }
                     return;
                 }
@@ -232,28 +434,17 @@ impl Model {
                     return;
                 }
                 self.live.swap_remove(i);
-                self.realloc(step, old, new_size);
+                self.realloc(step, old, new_size, how);
             }
         }
     }
 
-    fn alloc(&mut self, size: usize, align: usize, zeroed: bool) -> *mut u8 {
-        match self.api {
-            Api::Sized => {
-                let layout = Layout::from_size_align(size, align).expect("valid layout");
-                // SAFETY: hakmem serves every layout, size 0 included (its `alloc` gives a
-                // real block), so the zero-size rule of `GlobalAlloc` is not needed here.
-                unsafe {
-                    if zeroed {
-                        hakmem::HakMem.alloc_zeroed(layout)
-                    } else {
-                        hakmem::HakMem.alloc(layout)
-                    }
-                }
-            }
-            Api::Unsized if zeroed => hakmem_core::alloc_zeroed(size, align),
-            Api::Unsized => hakmem_core::alloc(size, align),
-        }
+    /// Record a new block under a new id and fill it with its pattern.
+    #[track_caller]
+    fn admit_fresh(&mut self, step: usize, p: *mut u8, size: usize, align: usize) {
+        let b = self.admit(step, p, size, align, None);
+        // SAFETY: the model owns `extent` bytes of the block.
+        unsafe { common::fill(p, 0, b.extent, b.id) };
     }
 
     /// Check a fresh block against the model and record it, under a new id unless it is
@@ -272,33 +463,38 @@ impl Model {
             0,
             "step {step}: block {p:p} of {size} bytes not aligned to {align}"
         );
-        let usable = match hakmem_core::owner(p) {
+        let block = match hakmem_core::owner(p) {
             Owner::Small { usable, .. } | Owner::Large { usable } => usable,
             o => panic!("step {step}: fresh block {p:p} of {size} bytes is {o:?}"),
         };
-        assert_eq!(hakmem_core::usable_size(p), usable);
+        let usable = self.entries.usable_size(p);
         assert!(
-            usable >= size,
-            "step {step}: block {p:p}: usable_size {usable} < requested {size}"
+            size <= usable && usable <= block,
+            "step {step}: block {p:p}: usable size {usable} not in {size}..={block} \
+             (requested..=the block's)"
         );
         let start = p as usize;
-        let end = start + usable.max(1);
-        if let Some((&s, &(e, id))) = self.ranges.range(..end).next_back() {
-            assert!(
-                e <= start,
-                "step {step}: new block {start:#x}..{end:#x} ({size} bytes, align {align}) \
-                 overlaps live block {id} at {s:#x}..{e:#x}"
-            );
-        }
+        let end = start + block.max(1);
         let id = id.unwrap_or_else(|| {
             self.next_id += 1;
             self.next_id
         });
-        self.ranges.insert(start, (end, id));
+        {
+            let mut ranges = lock(self.ranges);
+            if let Some((&s, &(e, other))) = ranges.range(..end).next_back() {
+                assert!(
+                    e <= start,
+                    "step {step}: new block {start:#x}..{end:#x} ({size} bytes, align {align}) \
+                     overlaps live block {other} at {s:#x}..{e:#x}"
+                );
+            }
+            ranges.insert(start, (end, id));
+        }
         self.live_bytes += size;
-        let extent = match self.api {
-            Api::Sized => size,
-            Api::Unsized => usable,
+        let extent = if self.entries.owns_usable() {
+            usable
+        } else {
+            size
         };
         let b = Live {
             ptr: p,
@@ -311,45 +507,38 @@ impl Model {
         b
     }
 
+    /// Drop a block from the record of live ranges: before it is freed, since from then
+    /// on its memory may go to another thread.
     fn forget(&mut self, b: &Live) {
-        let r = self.ranges.remove(&(b.ptr as usize));
+        let r = lock(self.ranges).remove(&(b.ptr as usize));
         assert_eq!(r.map(|(_, id)| id), Some(b.id), "model lost block {}", b.id);
         self.live_bytes -= b.size;
     }
 
     /// Check the block's pattern, then free it.
-    fn release(&mut self, b: Live, what: &str) {
+    fn release(&mut self, b: Live, how: u8, what: &str) {
         // SAFETY: the model owns `extent` bytes of the live block.
         unsafe { common::check(b.ptr, 0, b.extent, b.id, what) };
         self.forget(&b);
         // SAFETY: a live block, given with the request it was made with.
-        unsafe {
-            match self.api {
-                Api::Sized => hakmem::HakMem
-                    .dealloc(b.ptr, Layout::from_size_align_unchecked(b.size, b.align)),
-                Api::Unsized => hakmem_core::free(b.ptr),
-            }
-        }
+        unsafe { self.entries.free(b.ptr, b.size, b.align, how) };
     }
 
-    fn realloc(&mut self, step: usize, old: Live, new_size: usize) {
+    fn realloc(&mut self, step: usize, old: Live, new_size: usize, how: u8) {
         let what = format!("step {step}: realloc {} -> {new_size}", old.size);
         // SAFETY: the model owns `extent` bytes of the live block.
         unsafe { common::check(old.ptr, 0, old.extent, old.id, &what) };
+        self.forget(&old);
         // SAFETY: a live block with its request; the model uses `old.ptr` no more.
-        let q = unsafe {
-            match self.api {
-                Api::Sized => hakmem::HakMem.realloc(
-                    old.ptr,
-                    Layout::from_size_align_unchecked(old.size, old.align),
-                    new_size,
-                ),
-                Api::Unsized => hakmem_core::realloc_unsized(old.ptr, new_size),
-            }
+        let r = unsafe {
+            self.entries
+                .realloc(old.ptr, old.size, old.align, new_size, how)
+        };
+        let Resized::Block(q, align) = r else {
+            return; // freed, as the API says it may be
         };
         assert!(!q.is_null(), "{what}: failed");
-        self.forget(&old);
-        let b = self.admit(step, q, new_size, old.align, Some(old.id));
+        let b = self.admit(step, q, new_size, align, Some(old.id));
         // Realloc keeps the old contents up to the new size; the C-style realloc copies
         // the whole usable part of the old block.
         let kept = old.extent.min(new_size);

@@ -1,0 +1,69 @@
+//! What the malloc family does besides allocating: checks (`HAKMEM_CHECK=1`) and counting
+//! (`HAKMEM_STATS=1`), in one byte, so that the fast paths pay one load and one
+//! predictable branch for both ([`plain`]: the byte is zero).
+//!
+//! Checked mode ([`hakmem_core::checked`]) lays blocks out differently (a canary at the
+//! end of each small block, a freed marker in its second word), so a block must be freed
+//! in the mode it was allocated in. The mode is therefore fixed before the first block is
+//! handed out, by whichever comes first: the first call of the malloc family (any of
+//! them: each one that is not on the fast path asks [`checked`], and the fast path is
+//! only taken once the mode is decided), or the constructor in [`crate::env`]. Deciding
+//! reads `HAKMEM_CHECK` with `getenv`, which does not allocate, and the byte changes with
+//! one compare-and-swap, so two threads deciding at once agree. Counting may start later:
+//! its bit is set by the constructor.
+
+use core::sync::atomic::{AtomicU8, Ordering::Relaxed};
+
+/// `HAKMEM_CHECK` has not been read yet.
+const UNDECIDED: u8 = 1;
+/// Blocks are allocated and freed by `hakmem_core::checked`.
+const CHECKED: u8 = 2;
+/// Calls and bytes are counted ([`crate::stats`]).
+const COUNTED: u8 = 4;
+
+static MODE: AtomicU8 = AtomicU8::new(UNDECIDED);
+
+/// The mode is decided, unchecked, and nothing is counted: take the fast path.
+#[inline(always)]
+pub fn plain() -> bool {
+    MODE.load(Relaxed) == 0
+}
+
+/// Whether blocks are checked; decides the mode if no call did yet.
+#[inline]
+pub fn checked() -> bool {
+    let m = MODE.load(Relaxed);
+    let m = if m & UNDECIDED == 0 { m } else { decide() };
+    m & CHECKED != 0
+}
+
+/// Whether calls are counted.
+#[inline(always)]
+pub fn counted() -> bool {
+    MODE.load(Relaxed) & COUNTED != 0
+}
+
+/// Start counting.
+pub fn count() {
+    MODE.fetch_or(COUNTED, Relaxed);
+}
+
+/// Read `HAKMEM_CHECK` and fix the mode, unless another call did first; returns the mode.
+#[cold]
+#[inline(never)]
+pub fn decide() -> u8 {
+    let m = MODE.load(Relaxed);
+    if m & UNDECIDED == 0 {
+        return m;
+    }
+    let check = if crate::env::flag(c"HAKMEM_CHECK") {
+        CHECKED
+    } else {
+        0
+    };
+    let fixed = |m: u8| (m & !UNDECIDED) | check;
+    match MODE.fetch_update(Relaxed, Relaxed, |m| (m & UNDECIDED != 0).then(|| fixed(m))) {
+        Ok(before) => fixed(before),
+        Err(decided) => decided,
+    }
+}
