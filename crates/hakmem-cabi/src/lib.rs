@@ -33,8 +33,33 @@ pub mod mode;
 pub mod prefixed;
 pub mod stats;
 
+use core::alloc::{GlobalAlloc, Layout};
+
 /// The Rust standard library linked into `libhakmem.so` allocates through hakmem-core
-/// directly (the same `GlobalAlloc` Rust programs use), so that it never goes through the
-/// exported `malloc` and its C semantics.
+/// directly, so that it never goes through the exported `malloc` (and its C semantics).
+struct CoreAlloc;
+
+// SAFETY: hakmem-core returns blocks of at least the layout's size and alignment (null on
+// failure, never unwinding) and takes back exactly the `(size, align)` it handed out.
+unsafe impl GlobalAlloc for CoreAlloc {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        hakmem_core::alloc(layout.size(), layout.align())
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: `GlobalAlloc` guarantees `ptr` came from `alloc` with this layout.
+        unsafe { hakmem_core::dealloc(ptr, layout.size(), layout.align()) }
+    }
+
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        hakmem_core::alloc_zeroed(layout.size(), layout.align())
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        // SAFETY: as for `dealloc`.
+        unsafe { hakmem_core::realloc(ptr, layout.size(), layout.align(), new_size) }
+    }
+}
+
 #[global_allocator]
-static GLOBAL: hakmem_rs::HakMem = hakmem_rs::HakMem;
+static GLOBAL: CoreAlloc = CoreAlloc;

@@ -49,9 +49,9 @@ fn checked_mode_fails_cleanly_and_recovers_too() {
     run_limited("address_space_limit", true);
 }
 
-/// Freed memory should serve any size once the OS refuses more.
+/// Freed memory serves any size once the OS refuses more: hakmem gives back what its
+/// caches hold and tries once more.
 #[test]
-#[ignore = "hakmem-core: cached large mappings and empty superslabs are not given back when mmap fails"]
 fn freed_memory_serves_any_size_when_mmap_fails() {
     run_limited("freed_memory_serves_any_size", false);
 }

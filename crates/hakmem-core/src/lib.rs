@@ -47,7 +47,7 @@ pub fn alloc(size: usize, align: usize) -> *mut u8 {
     match class_for(size, align) {
         // SAFETY: `class_for` returns classes in range.
         Some(c) => unsafe { thread_cache::alloc(c) },
-        None => large::alloc(size, align).0,
+        None => alloc_large(size, align).0,
     }
 }
 
@@ -65,7 +65,7 @@ pub fn alloc_zeroed(size: usize, align: usize) -> *mut u8 {
             p
         }
         None => {
-            let (p, zeroed) = large::alloc(size, align);
+            let (p, zeroed) = alloc_large(size, align);
             if !p.is_null() && !zeroed {
                 // SAFETY: the block holds at least `size` bytes.
                 unsafe { core::ptr::write_bytes(p, 0, size) };
@@ -287,9 +287,18 @@ pub unsafe fn realloc_unsized(p: *mut u8, new_size: usize) -> *mut u8 {
 /// Give cached free memory back to the OS now: the calling thread's cached blocks, empty
 /// superslabs in the pool, cached large mappings. Other threads keep their caches.
 pub fn trim() {
-    thread_cache::flush_all();
-    pool::trim();
-    large::trim();
+    thread_cache::trim();
+}
+
+/// A large block, after giving cached memory back to the OS once if the OS refused.
+#[cold]
+fn alloc_large(size: usize, align: usize) -> (*mut u8, bool) {
+    let got = large::alloc(size, align);
+    if !got.0.is_null() {
+        return got;
+    }
+    thread_cache::trim();
+    large::alloc(size, align)
 }
 
 /// A snapshot of the statistics.

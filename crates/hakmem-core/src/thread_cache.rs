@@ -209,13 +209,23 @@ unsafe fn alloc_slow(c: Class) -> *mut u8 {
     grow_capacity(bin, c);
     let want = (bin.limit as usize / 2).max(1);
     // SAFETY: `h` is this thread's heap.
-    let (first, n) = unsafe { (*h).refill(c, want) };
+    let (mut first, mut n) = unsafe { (*h).refill(c, want) };
     if n == 0 {
-        return null_mut();
+        // The OS refused memory: give back what the caches hold, and try once more.
+        trim();
+        // SAFETY: as above.
+        (first, n) = unsafe { (*h).refill(c, want) };
+        if n == 0 {
+            return null_mut();
+        }
     }
-    // SAFETY: the refill chain holds `n` linked blocks.
-    bin.head = unsafe { (*first).next };
-    bin.count = (n - 1) as u32;
+    // SAFETY: the thread's own cache (taken anew: `trim` flushed the bins); the refill
+    // chain holds `n` linked blocks.
+    unsafe {
+        let bin = (*tc).bins.get_unchecked_mut(c);
+        bin.head = (*first).next;
+        bin.count = (n - 1) as u32;
+    }
     first.cast()
 }
 
@@ -315,9 +325,18 @@ pub unsafe fn teardown() {
     }
 }
 
+/// Give cached free memory back to the OS now: the calling thread's cached blocks, the
+/// superslabs of exited threads, free slabs, empty superslabs in the pool, cached large
+/// mappings. Other threads keep their caches.
+pub fn trim() {
+    flush_all();
+    crate::pool::trim();
+    crate::large::trim();
+}
+
 /// Give the calling thread's cached blocks back to their slabs, adopt the superslabs of
-/// exited threads, and give the pages of free slabs back to the OS (for `trim`).
-pub fn flush_all() {
+/// exited threads, and give the pages of free slabs back to the OS.
+fn flush_all() {
     let tc = tls::cache();
     let h = heap(tc);
     if h.is_null() {
