@@ -1,8 +1,12 @@
-//! The benchmark workloads with hakmem as the global allocator; reports its OS calls too.
+//! The benchmark workloads with hakmem as the global allocator; reports its OS calls too,
+//! and trims for `phases-trim`.
 
 #[global_allocator]
 static GLOBAL: hakmem::HakMem = hakmem::HakMem;
 
 fn main() {
-    hakmem_benches::main(Some(|| hakmem::stats().os_calls()));
+    hakmem_benches::main(hakmem_benches::Hooks {
+        os_calls: Some(|| hakmem::stats().os_calls()),
+        trim: Some(hakmem::trim),
+    });
 }
