@@ -1,6 +1,7 @@
 //! Project tasks, run as `cargo xtask <task>` (an alias in `.cargo/config.toml`).
 
 mod bench;
+mod shared;
 
 use std::process::ExitCode;
 

@@ -4,13 +4,14 @@
 use std::ops::Range;
 use std::path::Path;
 
-use anyhow::{anyhow, Result};
+use anyhow::Result;
 use plotters::coord::ranged1d::{DefaultFormatting, KeyPointHint};
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
-use super::plan::Allocator;
 use super::summary::{Stats, Summary};
+use crate::shared::plot::{color, plot_error};
+use crate::shared::Allocator;
 
 /// Per workload, top to bottom: its name and one value per allocator.
 type Rows = Vec<(String, Vec<Option<f64>>)>;
@@ -70,10 +71,6 @@ fn log2(v: f64) -> f64 {
     v.max(1e-9).log2()
 }
 
-fn plot_error(e: impl std::fmt::Display) -> anyhow::Error {
-    anyhow!("drawing the chart: {e}")
-}
-
 fn rows(summaries: &[Summary], allocators: &[Allocator], value: fn(&Stats) -> Option<f64>) -> Rows {
     let mut rows: Rows = Vec::new();
     for s in summaries {
@@ -105,15 +102,6 @@ fn log2_axis(rows: &Rows, span: Range<f64>, label: fn(f64) -> String) -> Axis {
         range: lo..hi,
         ticks,
         label,
-    }
-}
-
-fn color(a: Allocator) -> RGBColor {
-    match a {
-        Allocator::Hakmem => RGBColor(214, 39, 40),
-        Allocator::Mimalloc => RGBColor(31, 119, 180),
-        Allocator::Jemalloc => RGBColor(44, 160, 44),
-        Allocator::System => RGBColor(140, 140, 140),
     }
 }
 
@@ -159,13 +147,15 @@ fn panel(
                 (base.unwrap_or(axis.range.start), top - band * 0.9),
                 (values[k]?, top),
             ];
-            Some(Rectangle::new(bar, color(a).filled()))
+            Some(Rectangle::new(bar, color(a, None).filled()))
         });
         chart
             .draw_series(bars)
             .map_err(plot_error)?
             .label(a.name())
-            .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 12, y + 5)], color(a).filled()));
+            .legend(move |(x, y)| {
+                Rectangle::new([(x, y - 5), (x + 12, y + 5)], color(a, None).filled())
+            });
     }
     if let Some(x) = base {
         let line = PathElement::new(vec![(x, 0.0), (x, n as f64)], BLACK.stroke_width(1));
