@@ -2,6 +2,7 @@
 
 mod bench;
 mod shared;
+mod soak;
 
 use std::process::ExitCode;
 
@@ -18,11 +19,14 @@ struct Cli {
 enum Task {
     /// Compare hakmem with mimalloc, jemalloc and the system allocator.
     Bench(bench::BenchArgs),
+    /// Run workloads for a while; RSS and throughput epoch by epoch, drift, memory return.
+    Soak(soak::SoakArgs),
 }
 
 fn main() -> ExitCode {
     let result = match Cli::parse().task {
         Task::Bench(args) => bench::run(args),
+        Task::Soak(args) => soak::run(args),
     };
     match result {
         Ok(code) => code,

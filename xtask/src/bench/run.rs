@@ -2,14 +2,13 @@
 //! another and rounds repeated (A B C D, A B C D, ...), so drift of the machine falls on
 //! all allocators alike. Each round starts at the next allocator, so none always goes first.
 
-use std::collections::HashMap;
 use std::process::{Child, ExitStatus};
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
 use super::plan::{Invocation, Plan};
-use crate::shared::child::{command, failure, read_all};
+use crate::shared::child::{command, failure, fields, read_all};
 use crate::shared::{progress, Profile};
 
 /// What one run printed.
@@ -121,10 +120,7 @@ fn wait(child: &mut Child, timeout: Duration) -> Result<ExitStatus, String> {
 /// `RESULT workload=NAME ops=N secs=S peak_rss_kb=K [os_calls=C]`.
 fn parse_result(stdout: &str) -> Option<Sample> {
     let line = stdout.lines().find_map(|l| l.strip_prefix("RESULT "))?;
-    let fields: HashMap<&str, &str> = line
-        .split_whitespace()
-        .filter_map(|kv| kv.split_once('='))
-        .collect();
+    let fields = fields(line);
     Some(Sample {
         ops: fields.get("ops")?.parse().ok()?,
         secs: fields.get("secs")?.parse().ok()?,

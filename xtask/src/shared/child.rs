@@ -1,5 +1,6 @@
 //! Starting a workload program and saying how it ended.
 
+use std::collections::HashMap;
 use std::io::Read;
 use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
@@ -38,6 +39,13 @@ pub fn read_all(pipe: Option<impl Read>) -> String {
         let _ = pipe.read_to_string(&mut text);
     }
     text
+}
+
+/// The `key=value` fields of a line a workload program printed.
+pub fn fields(line: &str) -> HashMap<&str, &str> {
+    line.split_whitespace()
+        .filter_map(|kv| kv.split_once('='))
+        .collect()
 }
 
 /// How the child ended, and the last lines of its stderr: a failure's description.

@@ -26,4 +26,9 @@ impl Paths {
     pub fn bench(&self) -> PathBuf {
         self.target.join("bench")
     }
+
+    /// The results of `cargo xtask soak`.
+    pub fn soak(&self) -> PathBuf {
+        self.target.join("soak")
+    }
 }

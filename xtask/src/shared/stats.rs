@@ -11,6 +11,16 @@ pub fn median(values: &[f64]) -> Option<f64> {
     }
 }
 
+/// The `p`-th percentile (0..=100), interpolated between the nearest ranks.
+pub fn percentile(values: &[f64], p: f64) -> Option<f64> {
+    let mut v = values.to_vec();
+    v.sort_by(f64::total_cmp);
+    let last = v.len().checked_sub(1)?;
+    let rank = p.clamp(0.0, 100.0) / 100.0 * last as f64;
+    let (lo, hi) = (rank.floor() as usize, rank.ceil() as usize);
+    Some(v[lo] + (v[hi] - v[lo]) * (rank - lo as f64))
+}
+
 /// Sample standard deviation over mean; 0 for fewer than two values.
 pub fn cv(values: &[f64]) -> f64 {
     let n = values.len() as f64;
@@ -31,6 +41,16 @@ mod tests {
         assert_eq!(median(&[3.0, 1.0, 2.0]), Some(2.0));
         assert_eq!(median(&[4.0, 1.0, 3.0, 2.0]), Some(2.5));
         assert_eq!(median(&[]), None);
+    }
+
+    #[test]
+    fn percentiles_interpolate_between_ranks() {
+        let v = [5.0, 1.0, 4.0, 2.0, 3.0];
+        assert_eq!(percentile(&v, 0.0), Some(1.0));
+        assert_eq!(percentile(&v, 50.0), median(&v));
+        assert_eq!(percentile(&v, 100.0), Some(5.0));
+        assert_eq!(percentile(&v, 87.5), Some(4.5));
+        assert_eq!(percentile(&[], 50.0), None);
     }
 
     #[test]
