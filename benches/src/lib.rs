@@ -36,6 +36,8 @@ pub struct Hooks {
     pub os_calls: Option<fn() -> usize>,
     /// Give cached free memory back to the OS now (`phases-trim`).
     pub trim: Option<fn()>,
+    /// Bytes the allocator counts as handed out, blocks waiting in its caches included.
+    pub in_use: Option<fn() -> usize>,
 }
 
 /// A warm-up of this fraction of the operations runs first, untimed, so caches are filled

@@ -4,15 +4,16 @@
 //! ```text
 //! bench-hakmem soak --list                     # "soak-workload NAME" per line
 //! bench-hakmem soak WORKLOAD DURATION_MS EPOCH_MS [--phases-bytes N] [--phases-idle-ms N]
-//! EPOCH t=1.000012 secs=1.000012 ops=51234567 rss_kb=2816 os_calls=0
-//! MARK t=1.250004 what=freed block=64 rss_kb=40960
+//! EPOCH t=1.000012 secs=1.000012 ops=51234567 rss_kb=2816 os_calls=0 in_use_kb=212
+//! MARK t=1.250004 what=freed block=64 rss_kb=40960 in_use_kb=37
 //! ```
 //!
 //! An `EPOCH` line ends each epoch: `t` is the time since the start in seconds, `secs`
 //! the epoch's length, `ops` the operations done in it, `rss_kb` the resident set then
-//! (`/proc/self/statm`), `os_calls` the allocator's OS calls made in it (hakmem only). A
-//! `MARK` line says when the workload reached a moment worth marking (see
-//! [`crate::workloads::Mark`]), with the resident set at that moment.
+//! (`/proc/self/statm`), `os_calls` the allocator's OS calls made in it and `in_use_kb` what
+//! it counts as handed out, thread caches included (both hakmem only). A `MARK` line says
+//! when the workload reached a moment worth marking (see [`crate::workloads::Mark`]), with
+//! the resident set (and bytes in use) at that moment.
 
 use std::io::Write;
 use std::time::{Duration, Instant};
@@ -54,7 +55,7 @@ pub fn main(args: &[&str], hooks: Hooks) {
             if epoch.is_zero() {
                 fail("EPOCH_MS must be at least 1");
             }
-            soak(session, duration, epoch, hooks.os_calls);
+            soak(session, duration, epoch, hooks);
         }
         _ => fail("usage: bench-ALLOCATOR soak --list | soak WORKLOAD DURATION_MS EPOCH_MS [--phases-bytes N] [--phases-idle-ms N]"),
     }
@@ -70,16 +71,11 @@ fn millis(text: &str) -> Duration {
 }
 
 /// Run `session` for `duration` in epochs of `epoch`, printing a line per epoch and per mark.
-fn soak(
-    mut session: Box<dyn Session>,
-    duration: Duration,
-    epoch: Duration,
-    os_calls: Option<fn() -> usize>,
-) {
+fn soak(mut session: Box<dyn Session>, duration: Duration, epoch: Duration, hooks: Hooks) {
     let mut out = std::io::stdout().lock();
     let start = Instant::now();
     let end = start + duration;
-    let mut calls = os_calls.map(|f| f());
+    let mut calls = hooks.os_calls.map(|f| f());
     let mut chunk = 1024;
     let mut epoch_start = start;
     for k in 1.. {
@@ -99,19 +95,19 @@ fn soak(
             }
             if let Some(mark) = session.take_mark() {
                 let t = start.elapsed().as_secs_f64();
-                let rss = rss_kb();
                 let (what, block) = (mark.what, mark.block);
-                let _ = writeln!(out, "MARK t={t:.6} what={what} block={block} rss_kb={rss}");
+                let memory = memory(hooks);
+                let _ = writeln!(out, "MARK t={t:.6} what={what} block={block}{memory}");
             }
         }
         let now = Instant::now();
         let mut line = format!(
-            "EPOCH t={:.6} secs={:.6} ops={ops} rss_kb={}",
+            "EPOCH t={:.6} secs={:.6} ops={ops}{}",
             (now - start).as_secs_f64(),
             (now - epoch_start).as_secs_f64(),
-            rss_kb()
+            memory(hooks)
         );
-        if let (Some(f), Some(before)) = (os_calls, calls.as_mut()) {
+        if let (Some(f), Some(before)) = (hooks.os_calls, calls.as_mut()) {
             let total = f();
             line += &format!(" os_calls={}", total - *before);
             *before = total;
@@ -125,4 +121,13 @@ fn soak(
     // Leave the session's heap and threads to the exit: freeing a gigabyte of blocks
     // would only delay the next run.
     std::mem::forget(session);
+}
+
+/// ` rss_kb=.. [in_use_kb=..]`: memory as the kernel and the allocator see it now.
+fn memory(hooks: Hooks) -> String {
+    let rss = format!(" rss_kb={}", rss_kb());
+    match hooks.in_use {
+        Some(f) => format!("{rss} in_use_kb={}", f() / 1024),
+        None => rss,
+    }
 }

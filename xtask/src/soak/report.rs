@@ -130,12 +130,13 @@ pub fn write_all(
         dir,
         "epochs.csv",
         per_series(
-            "t,secs,ops,ops_per_sec,rss_kb,os_calls",
+            "t,secs,ops,ops_per_sec,rss_kb,in_use_kb,os_calls",
             pairs().map(|(s, t)| {
                 let rows = t.epochs.iter().map(|e| {
-                    let calls = e.os_calls.map_or(String::new(), |c| c.to_string());
+                    let (in_use, calls) = (opt(e.in_use_kb), opt(e.os_calls));
                     let rate = e.ops_per_sec();
-                    format!("{},{},{},{rate},{},{calls}", e.t, e.secs, e.ops, e.rss_kb)
+                    let (t, secs, ops, rss) = (e.t, e.secs, e.ops, e.rss_kb);
+                    format!("{t},{secs},{ops},{rate},{rss},{in_use},{calls}")
                 });
                 (s, rows.collect())
             }),
@@ -145,10 +146,12 @@ pub fn write_all(
         dir,
         "marks.csv",
         per_series(
-            "t,what,block,rss_kb",
+            "t,what,block,rss_kb,in_use_kb",
             pairs().map(|(s, t)| {
-                let rows = t.marks.iter();
-                let rows = rows.map(|m| format!("{},{},{},{}", m.t, m.what, m.block, m.rss_kb));
+                let rows = t.marks.iter().map(|m| {
+                    let (t, what, block, rss) = (m.t, &m.what, m.block, m.rss_kb);
+                    format!("{t},{what},{block},{rss},{}", opt(m.in_use_kb))
+                });
                 (s, rows.collect())
             }),
         ),
@@ -160,15 +163,14 @@ pub fn write_all(
             "block,freed_at,peak_rss_kb,freed_rss_kb,trimmed_rss_kb,secs_to_tenth,watched_secs",
             summaries.iter().map(|s| {
                 let rows = s.returns.iter().map(|r| {
-                    let opt = |v: Option<String>| v.unwrap_or_default();
                     format!(
                         "{},{},{},{},{},{},{}",
                         r.block,
                         r.freed_at,
                         r.peak_rss_kb,
                         r.freed_rss_kb,
-                        opt(r.trimmed_rss_kb.map(|v| v.to_string())),
-                        opt(r.secs_to_tenth.map(|v| v.to_string())),
+                        opt(r.trimmed_rss_kb),
+                        opt(r.secs_to_tenth),
                         r.watched_secs
                     )
                 });
@@ -176,6 +178,11 @@ pub fn write_all(
             }),
         ),
     )
+}
+
+/// A CSV field that may be empty.
+fn opt(v: Option<impl ToString>) -> String {
+    v.map_or(String::new(), |v| v.to_string())
 }
 
 /// A CSV whose rows start with the series (workload, allocator, profile).
@@ -205,7 +212,7 @@ fn summary_csv(summaries: &[Summary]) -> String {
         columns,
         summaries.iter().map(|s| {
             let stats = s.stats.as_ref().map_or(",,,,,,,,,,".to_string(), |st| {
-                let calls = st.os_calls_per_op.map_or(String::new(), |c| c.to_string());
+                let calls = opt(st.os_calls_per_op);
                 format!(
                     "{},{},{},{},{},{},{},{},{},{},{calls}",
                     st.epochs,
@@ -227,7 +234,7 @@ fn summary_csv(summaries: &[Summary]) -> String {
                 "{stats},{},{},{},{failure}",
                 s.returns.len(),
                 back.len(),
-                max.map_or(String::new(), |m| m.to_string())
+                opt(max)
             );
             (&s.series, vec![row])
         }),

@@ -26,6 +26,8 @@ pub struct Epoch {
     pub rss_kb: u64,
     /// hakmem's OS calls in the epoch.
     pub os_calls: Option<u64>,
+    /// What hakmem counts as handed out (thread caches included) at the end of the epoch.
+    pub in_use_kb: Option<u64>,
 }
 
 impl Epoch {
@@ -41,6 +43,7 @@ pub struct Mark {
     pub what: String,
     pub block: u64,
     pub rss_kb: u64,
+    pub in_use_kb: Option<u64>,
 }
 
 /// What one run reported.
@@ -165,12 +168,14 @@ enum Line {
     Mark(Mark),
 }
 
-/// `EPOCH t=.. secs=.. ops=.. rss_kb=.. [os_calls=..]` or `MARK t=.. what=.. block=.. rss_kb=..`.
+/// `EPOCH t=.. secs=.. ops=.. rss_kb=.. [in_use_kb=..] [os_calls=..]` or
+/// `MARK t=.. what=.. block=.. rss_kb=.. [in_use_kb=..]`.
 fn parse_line(line: &str) -> Option<Line> {
     let (kind, rest) = line.split_once(' ')?;
     let fields = fields(rest);
     let t = fields.get("t")?.parse().ok()?;
     let rss_kb = fields.get("rss_kb")?.parse().ok()?;
+    let in_use_kb = fields.get("in_use_kb").and_then(|v| v.parse().ok());
     match kind {
         "EPOCH" => Some(Line::Epoch(Epoch {
             t,
@@ -178,12 +183,14 @@ fn parse_line(line: &str) -> Option<Line> {
             ops: fields.get("ops")?.parse().ok()?,
             rss_kb,
             os_calls: fields.get("os_calls").and_then(|c| c.parse().ok()),
+            in_use_kb,
         })),
         "MARK" => Some(Line::Mark(Mark {
             t,
             what: fields.get("what")?.to_string(),
             block: fields.get("block")?.parse().ok()?,
             rss_kb,
+            in_use_kb,
         })),
         _ => None,
     }
@@ -196,11 +203,12 @@ mod tests {
     #[test]
     fn reads_epoch_and_mark_lines() {
         let Some(Line::Epoch(e)) =
-            parse_line("EPOCH t=2.0 secs=0.5 ops=1000 rss_kb=2048 os_calls=3")
+            parse_line("EPOCH t=2.0 secs=0.5 ops=1000 rss_kb=2048 in_use_kb=7 os_calls=3")
         else {
             panic!("not an epoch");
         };
         assert_eq!((e.ops, e.rss_kb, e.os_calls), (1000, 2048, Some(3)));
+        assert_eq!(e.in_use_kb, Some(7));
         assert_eq!(e.ops_per_sec(), 2000.0);
         let Some(Line::Mark(m)) = parse_line("MARK t=1.5 what=freed block=64 rss_kb=10") else {
             panic!("not a mark");
@@ -218,6 +226,7 @@ mod tests {
             ops: 0,
             rss_kb,
             os_calls: None,
+            in_use_kb: None,
         };
         let trace = Trace {
             epochs: vec![epoch(1.0, 10), epoch(2.0, 30)],
@@ -226,6 +235,7 @@ mod tests {
                 what: "filled".into(),
                 block: 64,
                 rss_kb: 20,
+                in_use_kb: None,
             }],
             failure: None,
         };

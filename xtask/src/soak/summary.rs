@@ -149,6 +149,7 @@ mod tests {
             ops,
             rss_kb,
             os_calls: Some(ops / 100),
+            in_use_kb: None,
         }
     }
 
@@ -158,6 +159,7 @@ mod tests {
             what: what.into(),
             block: 64,
             rss_kb,
+            in_use_kb: None,
         }
     }
 
