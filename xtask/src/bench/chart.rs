@@ -5,42 +5,15 @@ use std::ops::Range;
 use std::path::Path;
 
 use anyhow::Result;
-use plotters::coord::ranged1d::{DefaultFormatting, KeyPointHint};
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
 use super::summary::{Stats, Summary};
-use crate::shared::plot::{color, plot_error};
+use crate::shared::plot::{color, log2, plot_error, Axis};
 use crate::shared::Allocator;
 
 /// Per workload, top to bottom: its name and one value per allocator.
 type Rows = Vec<(String, Vec<Option<f64>>)>;
-
-/// An axis: its range, where its ticks go (exactly there), and how they read.
-#[derive(Clone)]
-struct Axis {
-    range: Range<f64>,
-    ticks: Vec<f64>,
-    label: fn(f64) -> String,
-}
-
-impl Ranged for Axis {
-    type FormatOption = DefaultFormatting;
-    type ValueType = f64;
-
-    fn map(&self, value: &f64, (from, to): (i32, i32)) -> i32 {
-        let fraction = (value - self.range.start) / (self.range.end - self.range.start);
-        from + (fraction * f64::from(to - from)).round() as i32
-    }
-
-    fn key_points<Hint: KeyPointHint>(&self, _hint: Hint) -> Vec<f64> {
-        self.ticks.clone()
-    }
-
-    fn range(&self) -> Range<f64> {
-        self.range.clone()
-    }
-}
 
 pub fn write(path: &Path, summaries: &[Summary], allocators: &[Allocator]) -> Result<()> {
     let throughput = rows(summaries, allocators, |st| st.vs_mimalloc.map(log2));
@@ -67,10 +40,6 @@ pub fn write(path: &Path, summaries: &[Summary], allocators: &[Allocator]) -> Re
     root.present().map_err(plot_error)
 }
 
-fn log2(v: f64) -> f64 {
-    v.max(1e-9).log2()
-}
-
 fn rows(summaries: &[Summary], allocators: &[Allocator], value: fn(&Stats) -> Option<f64>) -> Rows {
     let mut rows: Rows = Vec::new();
     for s in summaries {
@@ -86,23 +55,12 @@ fn rows(summaries: &[Summary], allocators: &[Allocator], value: fn(&Stats) -> Op
     rows
 }
 
-fn values(rows: &Rows) -> impl Iterator<Item = f64> + '_ {
+fn values(rows: &Rows) -> impl Iterator<Item = f64> + Clone + '_ {
     rows.iter().flat_map(|(_, v)| v.iter().flatten().copied())
 }
 
-/// For values that are log2 of something: whole powers of two, spanning at least `span`
-/// and all values with some room.
 fn log2_axis(rows: &Rows, span: Range<f64>, label: fn(f64) -> String) -> Axis {
-    let lo = values(rows)
-        .fold(span.start, |lo, v| lo.min(v - 0.5))
-        .floor();
-    let hi = values(rows).fold(span.end, |hi, v| hi.max(v + 0.25)).ceil();
-    let ticks = (lo as i32..=hi as i32).map(f64::from).collect();
-    Axis {
-        range: lo..hi,
-        ticks,
-        label,
-    }
+    Axis::log2(values(rows), span, label)
 }
 
 /// Horizontal bars, a group per workload (the first at the top), a bar per allocator,

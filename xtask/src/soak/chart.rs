@@ -1,15 +1,18 @@
-//! The SVG plot of a soak: RSS over time (top) and throughput per epoch (bottom), one line
-//! per run. Runs of the first workload are solid, those of others dashed.
+//! The SVG plot of a soak: RSS over time (top, log scale with a tick per power of two: a
+//! few MiB kept after a free must stay visible next to a gigabyte peak) and throughput per
+//! epoch (bottom), one line per run. Runs of the first workload are solid, those of
+//! others dashed.
 
 use std::path::Path;
 
 use anyhow::Result;
+use plotters::coord::ranged1d::{AsRangedCoord, ValueFormatter};
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
 use super::plan::Series;
 use super::run::Trace;
-use crate::shared::plot::{color, plot_error};
+use crate::shared::plot::{color, log2, plot_error, Axis};
 
 /// One run's line in a panel.
 struct Line {
@@ -22,21 +25,18 @@ struct Line {
 pub fn write(path: &Path, series: &[Series], traces: &[Trace]) -> Result<()> {
     let first = series.first().map(|s| s.workload.as_str());
     let lines = |points: &dyn Fn(&Trace) -> Vec<(f64, f64)>| -> Vec<Line> {
-        series
-            .iter()
-            .zip(traces)
-            .map(|(s, t)| Line {
-                label: s.name(),
-                color: color(s.allocator, s.profile),
-                dashed: Some(s.workload.as_str()) != first,
-                points: points(t),
-            })
-            .collect()
+        let each = series.iter().zip(traces).map(|(s, t)| Line {
+            label: s.name(),
+            color: color(s.allocator, s.profile),
+            dashed: Some(s.workload.as_str()) != first,
+            points: points(t),
+        });
+        each.collect()
     };
     let rss = lines(&|t| {
-        t.rss()
-            .iter()
-            .map(|&(t, kb)| (t, kb as f64 / 1024.0))
+        let readings = t.rss().into_iter();
+        readings
+            .map(|(t, kb)| (t, log2(kb as f64 / 1024.0)))
             .collect()
     });
     let rate = lines(&|t| {
@@ -48,30 +48,47 @@ pub fn write(path: &Path, series: &[Series], traces: &[Trace]) -> Result<()> {
     let root = SVGBackend::new(path, (1200, 900)).into_drawing_area();
     root.fill(&WHITE).map_err(plot_error)?;
     let (top, bottom) = root.split_vertically(450);
-    panel(&top, "RSS in MiB (lower is better)", &rss, true)?;
-    panel(&bottom, "throughput per epoch, M ops/s", &rate, false)?;
+    let rss_axis = Axis::log2(values(&rss), 0.0..1.0, |v| format_value(2f64.powf(v)));
+    let label = rss_axis.label;
+    let title = "RSS in MiB, log scale (lower is better)";
+    panel(&top, title, rss_axis, &label, &rss, true)?;
+    let rate_axis = 0.0..values(&rate).fold(1e-3, f64::max) * 1.05;
+    let title = "throughput per epoch, M ops/s";
+    panel(&bottom, title, rate_axis, &format_value, &rate, false)?;
     root.present().map_err(plot_error)
 }
 
-fn panel(
+fn values(lines: &[Line]) -> impl Iterator<Item = f64> + Clone + '_ {
+    lines.iter().flat_map(|l| l.points.iter().map(|p| p.1))
+}
+
+fn panel<Y>(
     area: &DrawingArea<SVGBackend, Shift>,
     title: &str,
+    y_axis: Y,
+    y_label: &dyn Fn(f64) -> String,
     lines: &[Line],
     legend: bool,
-) -> Result<()> {
-    let all = || lines.iter().flat_map(|l| l.points.iter());
-    let x_max = all().map(|p| p.0).fold(1e-3, f64::max);
-    let y_max = all().map(|p| p.1).fold(1e-3, f64::max) * 1.05;
+) -> Result<()>
+where
+    Y: AsRangedCoord<Value = f64>,
+    Y::CoordDescType: ValueFormatter<f64>,
+{
+    let x_max = lines
+        .iter()
+        .flat_map(|l| l.points.iter().map(|p| p.0))
+        .fold(1e-3, f64::max);
     let mut chart = ChartBuilder::on(area)
         .caption(title, ("sans-serif", 18))
         .margin(12)
         .x_label_area_size(35)
         .y_label_area_size(60)
-        .build_cartesian_2d(0.0..x_max, 0.0..y_max)
+        .build_cartesian_2d(0.0..x_max, y_axis)
         .map_err(plot_error)?;
     chart
         .configure_mesh()
         .light_line_style(WHITE)
+        .y_label_formatter(&|v| y_label(*v))
         .x_desc("seconds since the start of the run")
         .draw()
         .map_err(plot_error)?;
@@ -99,4 +116,13 @@ fn panel(
             .map_err(plot_error)?;
     }
     Ok(())
+}
+
+/// `1024`, `12`, `2.5`, `0.75`: as few digits as the value needs.
+fn format_value(v: f64) -> String {
+    match v.abs() {
+        a if a >= 10.0 => format!("{v:.0}"),
+        a if a >= 1.0 => format!("{v:.1}").trim_end_matches(".0").to_string(),
+        _ => format!("{v:.2}"),
+    }
 }

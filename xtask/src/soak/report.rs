@@ -49,6 +49,9 @@ pub fn print_table(summaries: &[Summary], notes: &[String]) {
         rows.extend(returns);
         println!("{}", align(&rows, 3));
     }
+    if summaries.iter().any(|s| !s.steady) {
+        println!("note: phases idles on purpose: drift and epoch throughput are left out above (they are in summary.csv)");
+    }
     for note in notes {
         println!("note: {note}");
     }
@@ -63,7 +66,7 @@ fn row(s: &Summary) -> [String; 9] {
     let mut cells = [s.series.workload.clone(), s.series.label()]
         .into_iter()
         .chain(match &s.stats {
-            Some(st) => stat_cells(st),
+            Some(st) => stat_cells(st, s.steady),
             None => ["FAILED".to_string()]
                 .into_iter()
                 .chain(vec![String::new(); 6])
@@ -72,14 +75,20 @@ fn row(s: &Summary) -> [String; 9] {
     std::array::from_fn(|_| cells.next().unwrap_or_default())
 }
 
-fn stat_cells(st: &Stats) -> Vec<String> {
+/// The figures of a run; drift and throughput only for a steady one.
+fn stat_cells(st: &Stats, steady: bool) -> Vec<String> {
+    let if_steady = |cell: String| if steady { cell } else { "-".into() };
     vec![
         mib(st.peak_rss_kb),
         format!("{} -> {}", mib(st.first_rss_kb), mib(st.last_rss_kb)),
-        format!("{:+.1}%", st.drift * 100.0),
-        si(st.p50_ops_per_sec),
-        format!("{}..{}", si(st.p1_ops_per_sec), si(st.p99_ops_per_sec)),
-        format!("{:.1}%", st.cv * 100.0),
+        if_steady(format!("{:+.1}%", st.drift * 100.0)),
+        if_steady(si(st.p50_ops_per_sec)),
+        if_steady(format!(
+            "{}..{}",
+            si(st.p1_ops_per_sec),
+            si(st.p99_ops_per_sec)
+        )),
+        if_steady(format!("{:.1}%", st.cv * 100.0)),
         st.os_calls_per_op
             .map_or("-".into(), |c| format!("{c:.2e}")),
     ]

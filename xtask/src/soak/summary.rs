@@ -15,6 +15,9 @@ pub const RETURNED: f64 = 0.1;
 pub struct Summary {
     pub series: Series,
     pub failure: Option<String>,
+    /// The workload ran at a steady state (it marked no moments, as `phases` does): only
+    /// then do drift and the spread of epoch throughput mean something.
+    pub steady: bool,
     /// `None` when no epoch came after the warm-up.
     pub stats: Option<Stats>,
     /// One per free of `phases`.
@@ -66,6 +69,7 @@ pub fn summarize(series: &[Series], traces: &[Trace], warm_up_epochs: usize) -> 
         .map(|(series, trace)| Summary {
             series: series.clone(),
             failure: trace.failure.clone(),
+            steady: trace.marks.is_empty(),
             stats: stats(trace, warm_up_epochs),
             returns: returns(trace),
         })
