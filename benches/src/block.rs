@@ -33,6 +33,22 @@ impl Block {
             size: layout.size(),
         }
     }
+
+    /// The block's memory, no longer freed on drop: its address and size.
+    pub fn into_raw(self) -> (NonNull<u8>, usize) {
+        let raw = (self.ptr, self.size);
+        std::mem::forget(self);
+        raw
+    }
+
+    /// Take back a block given up by [`Block::into_raw`].
+    ///
+    /// # Safety
+    /// `ptr` and `size` come from one `into_raw`, and the block is taken back once. Its
+    /// bytes may have been changed meanwhile.
+    pub unsafe fn from_raw(ptr: NonNull<u8>, size: usize) -> Block {
+        Block { ptr, size }
+    }
 }
 
 impl Drop for Block {

@@ -10,55 +10,80 @@
 //! bench-system random-mixed [OPS]      # RESULT workload=random-mixed ops=... secs=... peak_rss_kb=...
 //! ```
 //!
+//! or keeps one going for a while and reports it in epochs (`bench-system soak ...`, see
+//! [`soak`]) for `cargo xtask soak`.
+//!
 //! `benches/c/workloads.c` runs the first workloads in C, under `LD_PRELOAD`, with the same
 //! command line and output.
 
 mod block;
+mod procfs;
 mod rng;
+pub mod soak;
 mod workloads;
 
 use std::time::Instant;
 
 pub use block::Block;
+use procfs::peak_rss_kb;
 pub use rng::Rng;
-pub use workloads::{Workload, WORKLOADS};
+pub use workloads::{Mark, Session, Setup, Workload, WORKLOADS};
+
+/// What a binary's allocator offers beyond allocating.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Hooks {
+    /// Its OS-call counter (mmap, munmap, madvise, mremap).
+    pub os_calls: Option<fn() -> usize>,
+    /// Give cached free memory back to the OS now (`phases-trim`).
+    pub trim: Option<fn()>,
+    /// Bytes the allocator counts as handed out, blocks waiting in its caches included.
+    pub in_use: Option<fn() -> usize>,
+}
 
 /// A warm-up of this fraction of the operations runs first, untimed, so caches are filled
 /// and the OS calls counted are those of the steady state.
 const WARM_UP_DIVISOR: u64 = 10;
 
-/// The `main` of each binary; `os_calls` reads the allocator's OS-call counter, if it has one.
-pub fn main(os_calls: Option<fn() -> usize>) {
+/// The `main` of each binary.
+pub fn main(hooks: Hooks) {
     let args: Vec<String> = std::env::args().skip(1).collect();
     match args.iter().map(String::as_str).collect::<Vec<_>>()[..] {
         ["--list"] => list(),
-        [name] => run(name, None, os_calls),
-        [name, ops] => run(name, Some(ops.parse().expect("OPS: a number")), os_calls),
-        _ => usage(),
+        ["soak", ref rest @ ..] => soak::main(rest, hooks),
+        [name] => run(name, None, hooks.os_calls),
+        [name, ops] => run(
+            name,
+            Some(ops.parse().expect("OPS: a number")),
+            hooks.os_calls,
+        ),
+        _ => fail("usage: bench-ALLOCATOR --list | WORKLOAD [OPS] | soak ..."),
     }
+}
+
+/// Say why on stderr and exit with status 2.
+fn fail(why: &str) -> ! {
+    eprintln!("{why}");
+    std::process::exit(2);
 }
 
 fn list() {
     for w in WORKLOADS {
-        println!("workload {} {}", w.name, w.default_ops);
+        if let Some(ops) = w.default_ops {
+            println!("workload {} {ops}", w.name);
+        }
     }
 }
 
-fn usage() -> ! {
-    eprintln!("usage: bench-ALLOCATOR --list | WORKLOAD [OPS]");
-    std::process::exit(2);
-}
-
 fn run(name: &str, ops: Option<u64>, os_calls: Option<fn() -> usize>) {
-    let Some(w) = workloads::find(name) else {
-        eprintln!("unknown workload {name:?}; --list shows them");
-        std::process::exit(2);
+    let Some((w, default_ops)) = workloads::find(name).and_then(|w| Some((w, w.default_ops?)))
+    else {
+        fail(&format!("unknown workload {name:?}; --list shows them"));
     };
-    let ops = ops.unwrap_or(w.default_ops);
-    (w.run)((ops / WARM_UP_DIVISOR).max(1));
+    let ops = ops.unwrap_or(default_ops);
+    w.run_once((ops / WARM_UP_DIVISOR).max(1));
     let calls_before = os_calls.map(|f| f());
     let start = Instant::now();
-    let done = (w.run)(ops);
+    let done = w.run_once(ops);
     let secs = start.elapsed().as_secs_f64();
     let calls = os_calls.zip(calls_before).map(|(f, before)| f() - before);
     report(w.name, done, secs, calls);
@@ -74,14 +99,4 @@ fn report(name: &str, ops: u64, secs: f64, os_calls: Option<usize>) {
         line += &format!(" os_calls={calls}");
     }
     println!("{line}");
-}
-
-/// `VmHWM` of this process, in KiB (0 if unreadable).
-fn peak_rss_kb() -> u64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap_or(0)
 }

@@ -3,6 +3,8 @@
 mod bench;
 mod checks;
 mod fuzz;
+mod shared;
+mod soak;
 
 use std::process::ExitCode;
 
@@ -19,6 +21,8 @@ struct Cli {
 enum Task {
     /// Compare hakmem with mimalloc, jemalloc and the system allocator.
     Bench(bench::BenchArgs),
+    /// Run workloads for a while; RSS and throughput epoch by epoch, drift, memory return.
+    Soak(soak::SoakArgs),
     /// Run every cargo-fuzz target (nightly) for a while each.
     Fuzz {
         /// Seconds per target.
@@ -45,6 +49,7 @@ fn main() -> ExitCode {
     let ok = |r: Result<(), String>| finish(r.map(|()| ExitCode::SUCCESS));
     match Cli::parse().task {
         Task::Bench(args) => finish(bench::run(args)),
+        Task::Soak(args) => finish(soak::run(args)),
         Task::Fuzz { time } => ok(fuzz::run(time)),
         Task::CheckTsan => ok(checks::run("check-tsan")),
         Task::CheckLoom => ok(checks::run("check-loom")),

@@ -4,5 +4,5 @@
 static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 fn main() {
-    hakmem_benches::main(None);
+    hakmem_benches::main(hakmem_benches::Hooks::default());
 }

@@ -4,5 +4,5 @@
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() {
-    hakmem_benches::main(None);
+    hakmem_benches::main(hakmem_benches::Hooks::default());
 }

@@ -1,14 +1,33 @@
 //! Slot churn: each operation frees a random slot of a working set and allocates a block
 //! of random size in its place.
 
-use super::on_threads;
+use super::{on_threads, Session, Setup};
 use crate::{Block, Rng};
 
 /// Sizes in bytes, both ends included.
 type Sizes = (usize, usize);
 
-pub fn random_mixed(ops: u64) -> u64 {
-    churn_threads(ops, 1, 400, (16, 1024))
+/// One thread, 400 slots of 16..1024 bytes.
+pub fn random_mixed(_: &Setup) -> Box<dyn Session> {
+    Box::new(Churn {
+        slots: empty_slots(400),
+        rng: Rng::new(0),
+        sizes: (16, 1024),
+    })
+}
+
+/// A working set churned on the caller's thread; it keeps its blocks between steps.
+struct Churn {
+    slots: Vec<Option<Block>>,
+    rng: Rng,
+    sizes: Sizes,
+}
+
+impl Session for Churn {
+    fn step(&mut self, ops: u64) -> u64 {
+        churn(&mut self.slots, &mut self.rng, ops, self.sizes);
+        ops
+    }
 }
 
 pub fn mid_large(ops: u64) -> u64 {

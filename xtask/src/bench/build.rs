@@ -4,9 +4,10 @@
 use std::path::PathBuf;
 use std::process::Command;
 
-use anyhow::{ensure, Context, Result};
+use anyhow::Result;
 
-use super::Paths;
+use crate::shared::build::{cargo_build, workload_programs};
+use crate::shared::Paths;
 
 /// What was built; `Err` holds why an optional part is missing.
 pub struct Built {
@@ -19,10 +20,10 @@ pub struct Built {
 const C_SOURCE: &str = "benches/c/workloads.c";
 
 pub fn build(paths: &Paths, want_c: bool, want_hakmem_so: bool) -> Result<Built> {
-    cargo_build(paths, "hakmem-benches").context("building the workload binaries")?;
+    let rust_bins = workload_programs(paths)?;
     let not_selected = || Err("no C workload selected".to_string());
     Ok(Built {
-        rust_bins: paths.release(),
+        rust_bins,
         c_program: if want_c {
             compile_c(paths)
         } else {
@@ -34,22 +35,6 @@ pub fn build(paths: &Paths, want_c: bool, want_hakmem_so: bool) -> Result<Built>
             not_selected()
         },
     })
-}
-
-/// `cargo build --release -p PACKAGE`, its output shown as it goes.
-fn cargo_build(paths: &Paths, package: &str) -> Result<()> {
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    eprintln!("building {package} (release)");
-    let status = Command::new(cargo)
-        .args(["build", "--release", "--package", package])
-        .current_dir(&paths.root)
-        .status()
-        .context("running cargo")?;
-    ensure!(
-        status.success(),
-        "`cargo build --release -p {package}` failed"
-    );
-    Ok(())
 }
 
 fn build_libhakmem(paths: &Paths) -> Result<PathBuf, String> {

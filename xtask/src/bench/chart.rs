@@ -4,42 +4,16 @@
 use std::ops::Range;
 use std::path::Path;
 
-use anyhow::{anyhow, Result};
-use plotters::coord::ranged1d::{DefaultFormatting, KeyPointHint};
+use anyhow::Result;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
-use super::plan::Allocator;
 use super::summary::{Stats, Summary};
+use crate::shared::plot::{color, log2, plot_error, Axis};
+use crate::shared::Allocator;
 
 /// Per workload, top to bottom: its name and one value per allocator.
 type Rows = Vec<(String, Vec<Option<f64>>)>;
-
-/// An axis: its range, where its ticks go (exactly there), and how they read.
-#[derive(Clone)]
-struct Axis {
-    range: Range<f64>,
-    ticks: Vec<f64>,
-    label: fn(f64) -> String,
-}
-
-impl Ranged for Axis {
-    type FormatOption = DefaultFormatting;
-    type ValueType = f64;
-
-    fn map(&self, value: &f64, (from, to): (i32, i32)) -> i32 {
-        let fraction = (value - self.range.start) / (self.range.end - self.range.start);
-        from + (fraction * f64::from(to - from)).round() as i32
-    }
-
-    fn key_points<Hint: KeyPointHint>(&self, _hint: Hint) -> Vec<f64> {
-        self.ticks.clone()
-    }
-
-    fn range(&self) -> Range<f64> {
-        self.range.clone()
-    }
-}
 
 pub fn write(path: &Path, summaries: &[Summary], allocators: &[Allocator]) -> Result<()> {
     let throughput = rows(summaries, allocators, |st| st.vs_mimalloc.map(log2));
@@ -66,14 +40,6 @@ pub fn write(path: &Path, summaries: &[Summary], allocators: &[Allocator]) -> Re
     root.present().map_err(plot_error)
 }
 
-fn log2(v: f64) -> f64 {
-    v.max(1e-9).log2()
-}
-
-fn plot_error(e: impl std::fmt::Display) -> anyhow::Error {
-    anyhow!("drawing the chart: {e}")
-}
-
 fn rows(summaries: &[Summary], allocators: &[Allocator], value: fn(&Stats) -> Option<f64>) -> Rows {
     let mut rows: Rows = Vec::new();
     for s in summaries {
@@ -89,32 +55,12 @@ fn rows(summaries: &[Summary], allocators: &[Allocator], value: fn(&Stats) -> Op
     rows
 }
 
-fn values(rows: &Rows) -> impl Iterator<Item = f64> + '_ {
+fn values(rows: &Rows) -> impl Iterator<Item = f64> + Clone + '_ {
     rows.iter().flat_map(|(_, v)| v.iter().flatten().copied())
 }
 
-/// For values that are log2 of something: whole powers of two, spanning at least `span`
-/// and all values with some room.
 fn log2_axis(rows: &Rows, span: Range<f64>, label: fn(f64) -> String) -> Axis {
-    let lo = values(rows)
-        .fold(span.start, |lo, v| lo.min(v - 0.5))
-        .floor();
-    let hi = values(rows).fold(span.end, |hi, v| hi.max(v + 0.25)).ceil();
-    let ticks = (lo as i32..=hi as i32).map(f64::from).collect();
-    Axis {
-        range: lo..hi,
-        ticks,
-        label,
-    }
-}
-
-fn color(a: Allocator) -> RGBColor {
-    match a {
-        Allocator::Hakmem => RGBColor(214, 39, 40),
-        Allocator::Mimalloc => RGBColor(31, 119, 180),
-        Allocator::Jemalloc => RGBColor(44, 160, 44),
-        Allocator::System => RGBColor(140, 140, 140),
-    }
+    Axis::log2(values(rows), span, label)
 }
 
 /// Horizontal bars, a group per workload (the first at the top), a bar per allocator,
@@ -159,13 +105,15 @@ fn panel(
                 (base.unwrap_or(axis.range.start), top - band * 0.9),
                 (values[k]?, top),
             ];
-            Some(Rectangle::new(bar, color(a).filled()))
+            Some(Rectangle::new(bar, color(a, None).filled()))
         });
         chart
             .draw_series(bars)
             .map_err(plot_error)?
             .label(a.name())
-            .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 12, y + 5)], color(a).filled()));
+            .legend(move |(x, y)| {
+                Rectangle::new([(x, y - 5), (x + 12, y + 5)], color(a, None).filled())
+            });
     }
     if let Some(x) = base {
         let line = PathElement::new(vec![(x, 0.0), (x, n as f64)], BLACK.stroke_width(1));

@@ -11,14 +11,13 @@ mod report;
 mod run;
 mod summary;
 
-use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::{ensure, Result};
 use clap::Args;
 
-pub use plan::Allocator;
+use crate::shared::{output, unique_or_all, Allocator, Paths, Profile};
 
 #[derive(Args, Debug)]
 pub struct BenchArgs {
@@ -41,6 +40,10 @@ pub struct BenchArgs {
     /// Seconds after which a run is killed and counted as failed.
     #[arg(long, default_value_t = 300)]
     timeout: u64,
+    /// hakmem's memory profile in every run (sets HAKMEM_PROFILE for the children; without
+    /// it they get the environment's HAKMEM_PROFILE, if any).
+    #[arg(long, value_enum)]
+    profile: Option<Profile>,
 }
 
 impl BenchArgs {
@@ -50,46 +53,12 @@ impl BenchArgs {
 
     /// The selected allocators, each once, in the order given.
     fn allocators(&self) -> Vec<Allocator> {
-        if self.allocator.is_empty() {
-            return Allocator::ALL.to_vec();
-        }
-        let mut unique = Vec::new();
-        for &a in &self.allocator {
-            if !unique.contains(&a) {
-                unique.push(a);
-            }
-        }
-        unique
+        unique_or_all(&self.allocator, &Allocator::ALL)
     }
 
     /// Whether any C workload could be selected.
     fn wants_c(&self) -> bool {
         self.workload.is_empty() || self.workload.iter().any(|w| w.starts_with("c-"))
-    }
-}
-
-/// Where things are: the workspace and its target directory.
-pub struct Paths {
-    pub root: PathBuf,
-    pub target: PathBuf,
-}
-
-impl Paths {
-    fn new() -> Paths {
-        let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
-        let root = root.canonicalize().unwrap_or(root);
-        let target = std::env::var_os("CARGO_TARGET_DIR")
-            .map(PathBuf::from)
-            .unwrap_or_else(|| root.join("target"));
-        Paths { root, target }
-    }
-
-    fn release(&self) -> PathBuf {
-        self.target.join("release")
-    }
-
-    fn bench(&self) -> PathBuf {
-        self.target.join("bench")
     }
 }
 
@@ -108,10 +77,12 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
         plan.notes.join("; ")
     );
     let started = meta::Meta::now(&args, &plan);
-    let outcomes = run::run_all(&plan, args.runs(), Duration::from_secs(args.timeout));
+    let timeout = Duration::from_secs(args.timeout);
+    let outcomes = run::run_all(&plan, args.runs(), timeout, args.profile);
     let summaries = summary::summarize(&plan, outcomes);
     report::print_table(&summaries, &plan.notes);
-    let dir = report::write_all(&paths.bench(), &started, &summaries, &plan.notes)?;
+    let dir = output::run_dir(&paths.bench(), &started.machine)?;
+    report::write_all(&dir, &started, &summaries, &plan.notes)?;
     chart::write(&dir.join("chart.svg"), &summaries, &allocators)?;
     println!(
         "\nresults: {}/{{results.json,results.csv,chart.svg}}",

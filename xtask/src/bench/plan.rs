@@ -5,33 +5,10 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use anyhow::{bail, ensure, Context, Result};
-use clap::ValueEnum;
-use serde::Serialize;
 
 use super::build::Built;
 use super::{preload, BenchArgs};
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Allocator {
-    Hakmem,
-    Mimalloc,
-    Jemalloc,
-    System,
-}
-
-impl Allocator {
-    pub const ALL: [Allocator; 4] = [Self::Hakmem, Self::Mimalloc, Self::Jemalloc, Self::System];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Self::Hakmem => "hakmem",
-            Self::Mimalloc => "mimalloc",
-            Self::Jemalloc => "jemalloc",
-            Self::System => "system",
-        }
-    }
-}
+use crate::shared::Allocator;
 
 /// How to start one run.
 #[derive(Clone, Debug)]

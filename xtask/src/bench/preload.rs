@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use super::plan::Allocator;
+use crate::shared::Allocator;
 
 /// The shared libraries of the Debian packages, and the packages.
 const MIMALLOC: (&str, &str) = ("libmimalloc.so.2", "libmimalloc2.0");

@@ -1,13 +1,14 @@
 //! The results as a table on the terminal and as JSON and CSV files.
 
-use std::fmt::Write as _;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use serde::Serialize;
 
 use super::meta::Meta;
 use super::summary::{Stats, Summary};
+use crate::shared::output::{self, csv_field};
+use crate::shared::table::{align, mib, si};
 
 const HEADER: [&str; 8] = [
     "workload",
@@ -32,7 +33,7 @@ pub fn print_table(summaries: &[Summary], notes: &[String]) {
         last_workload = &s.workload;
         rows.push(row(workload, s));
     }
-    println!("\n{}", align(&rows));
+    println!("\n{}", align(&rows, 2));
     for note in notes {
         println!("note: {note}");
     }
@@ -73,7 +74,7 @@ fn stat_cells(st: &Stats, failures: usize) -> [String; 6] {
         format!("{}..{}", si(st.min_ops_per_sec), si(st.max_ops_per_sec)),
         format!("{:.1}%", st.cv * 100.0),
         st.vs_mimalloc.map_or("-".into(), |r| format!("{r:.2}x")),
-        format!("{:.1} MiB", st.peak_rss_kb as f64 / 1024.0),
+        mib(st.peak_rss_kb),
         st.os_calls_per_op.map_or("-".into(), calls_per_op),
     ]
 }
@@ -85,36 +86,6 @@ fn calls_per_op(c: f64) -> String {
     }
 }
 
-/// `123.4M`-style numbers.
-fn si(v: f64) -> String {
-    match v {
-        v if v >= 1e9 => format!("{:.2}G", v / 1e9),
-        v if v >= 1e6 => format!("{:.1}M", v / 1e6),
-        v if v >= 1e3 => format!("{:.1}k", v / 1e3),
-        v => format!("{v:.0}"),
-    }
-}
-
-/// Columns padded to their widest cell: text left-aligned, the rest right-aligned.
-fn align<const N: usize>(rows: &[[String; N]]) -> String {
-    let widths: Vec<usize> = (0..N)
-        .map(|c| rows.iter().map(|r| r[c].len()).max().unwrap_or(0))
-        .collect();
-    let mut out = String::new();
-    for row in rows {
-        for (c, cell) in row.iter().enumerate() {
-            let w = widths[c];
-            let _ = match c {
-                0 | 1 => write!(out, "{cell:<w$}  "),
-                _ => write!(out, "{cell:>w$}  "),
-            };
-        }
-        out.truncate(out.trim_end().len());
-        out.push('\n');
-    }
-    out
-}
-
 #[derive(Serialize)]
 struct Results<'a> {
     meta: &'a Meta,
@@ -122,27 +93,15 @@ struct Results<'a> {
     results: &'a [Summary],
 }
 
-/// Write `results.json` and `results.csv` into a new directory for this run under `base`
-/// (and point `base/latest` at it); the directory.
-pub fn write_all(
-    base: &Path,
-    meta: &Meta,
-    summaries: &[Summary],
-    notes: &[String],
-) -> Result<PathBuf> {
-    let dir = base.join(meta.dir_name());
-    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+/// Write `results.json` and `results.csv` into the run's directory.
+pub fn write_all(dir: &Path, meta: &Meta, summaries: &[Summary], notes: &[String]) -> Result<()> {
     let json = serde_json::to_string_pretty(&Results {
         meta,
         notes,
         results: summaries,
     })?;
-    std::fs::write(dir.join("results.json"), json + "\n")?;
-    std::fs::write(dir.join("results.csv"), csv(summaries))?;
-    let latest = base.join("latest");
-    let _ = std::fs::remove_file(&latest);
-    let _ = std::os::unix::fs::symlink(meta.dir_name(), &latest);
-    Ok(dir)
+    output::write(dir, "results.json", json + "\n")?;
+    output::write(dir, "results.csv", csv(summaries))
 }
 
 fn csv(summaries: &[Summary]) -> String {
@@ -167,10 +126,7 @@ fn csv(summaries: &[Summary]) -> String {
             num(st.and_then(|st| st.vs_mimalloc)),
             stat(|st| st.peak_rss_kb as f64),
             num(st.and_then(|st| st.os_calls_per_op)),
-            s.skipped
-                .as_deref()
-                .unwrap_or("")
-                .replace([',', '"', '\n'], " "),
+            csv_field(s.skipped.as_deref().unwrap_or("")),
         ];
         out += &fields.join(",");
         out.push('\n');

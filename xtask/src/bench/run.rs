@@ -2,16 +2,14 @@
 //! another and rounds repeated (A B C D, A B C D, ...), so drift of the machine falls on
 //! all allocators alike. Each round starts at the next allocator, so none always goes first.
 
-use std::collections::HashMap;
-use std::io::Read;
-use std::os::unix::process::ExitStatusExt;
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::process::{Child, ExitStatus};
 use std::time::{Duration, Instant};
 
-use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 
 use super::plan::{Invocation, Plan};
+use crate::shared::child::{command, failure, fields, read_all};
+use crate::shared::{progress, Profile};
 
 /// What one run printed.
 #[derive(Clone, Debug, Serialize)]
@@ -40,7 +38,7 @@ pub struct Outcome {
 /// The outcomes, indexed like `plan.workloads[w].targets[t]`.
 pub type Outcomes = Vec<Vec<Outcome>>;
 
-pub fn run_all(plan: &Plan, runs: usize, timeout: Duration) -> Outcomes {
+pub fn run_all(plan: &Plan, runs: usize, timeout: Duration, profile: Option<Profile>) -> Outcomes {
     let mut outcomes: Outcomes = plan
         .workloads
         .iter()
@@ -54,7 +52,7 @@ pub fn run_all(plan: &Plan, runs: usize, timeout: Duration) -> Outcomes {
                 .count()
         })
         .sum();
-    let bar = progress_bar(total * runs);
+    let bar = progress::bar((total * runs) as u64, "{pos}/{len} runs");
     for round in 0..runs {
         for (w, workload) in plan.workloads.iter().enumerate() {
             let n = workload.targets.len();
@@ -69,7 +67,7 @@ pub fn run_all(plan: &Plan, runs: usize, timeout: Duration) -> Outcomes {
                     workload.name
                 ));
                 let outcome = &mut outcomes[w][t];
-                match run_once(invocation, timeout) {
+                match run_once(invocation, timeout, profile) {
                     Ok(sample) => outcome.samples.push(sample),
                     Err(e) => {
                         bar.println(format!("FAILED {} with {allocator}: {e}", workload.name));
@@ -84,37 +82,19 @@ pub fn run_all(plan: &Plan, runs: usize, timeout: Duration) -> Outcomes {
     outcomes
 }
 
-fn progress_bar(len: usize) -> ProgressBar {
-    let bar = ProgressBar::new(len as u64);
-    let style =
-        ProgressStyle::with_template("{bar:30} {pos}/{len} runs, {elapsed} (eta {eta}) {msg}")
-            .expect("valid template");
-    bar.set_style(style);
-    bar
-}
-
 /// Start the program, wait for it (killing it past `timeout`), and read its RESULT line.
-fn run_once(inv: &Invocation, timeout: Duration) -> Result<Sample, String> {
-    let mut cmd = Command::new(&inv.program);
-    cmd.args(&inv.args)
-        .env_remove("LD_PRELOAD")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    if let Some(lib) = &inv.preload {
-        cmd.env("LD_PRELOAD", lib);
-    }
-    let mut child = cmd
+fn run_once(
+    inv: &Invocation,
+    timeout: Duration,
+    profile: Option<Profile>,
+) -> Result<Sample, String> {
+    let mut child = command(&inv.program, &inv.args, inv.preload.as_deref(), profile)
         .spawn()
         .map_err(|e| format!("cannot start {}: {e}", inv.program.display()))?;
     let status = wait(&mut child, timeout)?;
     let (stdout, stderr) = (read_all(child.stdout.take()), read_all(child.stderr.take()));
     if !status.success() {
-        return Err(format!(
-            "{}; stderr: {}",
-            describe(status),
-            last_lines(&stderr, 3)
-        ));
+        return Err(failure(status, &stderr));
     }
     parse_result(&stdout).ok_or_else(|| format!("no RESULT line in output {stdout:?}"))
 }
@@ -137,45 +117,10 @@ fn wait(child: &mut Child, timeout: Duration) -> Result<ExitStatus, String> {
     }
 }
 
-fn read_all(pipe: Option<impl Read>) -> String {
-    let mut text = String::new();
-    if let Some(mut pipe) = pipe {
-        let _ = pipe.read_to_string(&mut text);
-    }
-    text
-}
-
-fn describe(status: ExitStatus) -> String {
-    match (status.code(), status.signal()) {
-        (_, Some(signal)) => format!("killed by signal {signal}{}", signal_name(signal)),
-        (Some(code), _) => format!("exit code {code}"),
-        _ => status.to_string(),
-    }
-}
-
-fn signal_name(signal: i32) -> &'static str {
-    match signal {
-        4 => " (SIGILL)",
-        6 => " (SIGABRT)",
-        7 => " (SIGBUS)",
-        9 => " (SIGKILL)",
-        11 => " (SIGSEGV)",
-        _ => "",
-    }
-}
-
-fn last_lines(text: &str, n: usize) -> String {
-    let lines: Vec<&str> = text.lines().collect();
-    lines[lines.len().saturating_sub(n)..].join(" | ")
-}
-
 /// `RESULT workload=NAME ops=N secs=S peak_rss_kb=K [os_calls=C]`.
 fn parse_result(stdout: &str) -> Option<Sample> {
     let line = stdout.lines().find_map(|l| l.strip_prefix("RESULT "))?;
-    let fields: HashMap<&str, &str> = line
-        .split_whitespace()
-        .filter_map(|kv| kv.split_once('='))
-        .collect();
+    let fields = fields(line);
     Some(Sample {
         ops: fields.get("ops")?.parse().ok()?,
         secs: fields.get("secs")?.parse().ok()?,

@@ -1,0 +1,102 @@
+//! Where and when a run happened, stored with its results.
+
+use std::process::Command;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use serde::Serialize;
+
+#[derive(Serialize)]
+pub struct Machine {
+    /// UTC, `YYYY-MM-DDTHH:MM:SSZ`.
+    pub started: String,
+    pub command: String,
+    pub git_commit: String,
+    pub cpu: String,
+    pub cores: usize,
+    pub kernel: String,
+    pub rustc: String,
+    /// `/proc/loadavg` at the start: how busy the machine was.
+    pub load: String,
+}
+
+impl Machine {
+    pub fn now() -> Machine {
+        Machine {
+            started: utc_timestamp(unix_now()),
+            command: std::env::args().skip(1).collect::<Vec<_>>().join(" "),
+            git_commit: first_line("git", &["describe", "--always", "--dirty"]),
+            cpu: cpu_model(),
+            cores: std::thread::available_parallelism().map_or(0, |n| n.get()),
+            kernel: read_trimmed("/proc/sys/kernel/osrelease"),
+            rustc: first_line("rustc", &["--version"]),
+            load: read_trimmed("/proc/loadavg"),
+        }
+    }
+
+    /// The name of this run's output directory: the start time, safe in file names.
+    pub fn dir_name(&self) -> String {
+        self.started.replace(':', "-")
+    }
+}
+
+fn unix_now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+/// Seconds since 1970 as a UTC date and time (days to civil date: Howard Hinnant's method).
+fn utc_timestamp(secs: u64) -> String {
+    let (days, rem) = ((secs / 86_400) as i64, secs % 86_400);
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    let (h, m, s) = (rem / 3600, rem / 60 % 60, rem % 60);
+    format!("{year:04}-{month:02}-{day:02}T{h:02}:{m:02}:{s:02}Z")
+}
+
+/// The first line a program prints, or "unknown".
+pub fn first_line(program: &str, args: &[&str]) -> String {
+    Command::new(program)
+        .args(args)
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .and_then(|o| {
+            String::from_utf8_lossy(&o.stdout)
+                .lines()
+                .next()
+                .map(str::to_string)
+        })
+        .unwrap_or_else(|| "unknown".to_string())
+}
+
+fn read_trimmed(path: &str) -> String {
+    std::fs::read_to_string(path).map_or_else(|_| "unknown".to_string(), |s| s.trim().to_string())
+}
+
+fn cpu_model() -> String {
+    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    let model = cpuinfo
+        .lines()
+        .find_map(|l| l.strip_prefix("model name")?.split_once(':'));
+    model.map_or_else(|| "unknown".to_string(), |(_, m)| m.trim().to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::utc_timestamp;
+
+    #[test]
+    fn timestamps_are_utc_dates() {
+        assert_eq!(utc_timestamp(0), "1970-01-01T00:00:00Z");
+        assert_eq!(utc_timestamp(951_782_400), "2000-02-29T00:00:00Z");
+        assert_eq!(utc_timestamp(1_700_000_000), "2023-11-14T22:13:20Z");
+    }
+}
