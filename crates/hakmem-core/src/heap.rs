@@ -162,10 +162,7 @@ impl Heap {
     pub unsafe fn flush(&self, c: Class, first: *mut Block) {
         let me = self as *const Heap as *mut Heap;
         let mut count = 0usize;
-        // The pending run of blocks for one foreign slab.
-        let mut run_meta: *const SlabMeta = core::ptr::null();
-        let mut run_first = null_mut::<Block>();
-        let mut run_last = null_mut::<Block>();
+        let mut run = RemoteRun::EMPTY;
         let mut p = first;
         while !p.is_null() {
             // SAFETY: `p` is a block of the chain, ours until given away.
@@ -179,21 +176,14 @@ impl Heap {
                 unsafe { meta.put(p) };
                 // A superslab given back here has no block left in the chain.
                 let _ = self.after_return(ss, meta);
-            } else if core::ptr::eq(run_meta, meta) {
-                // SAFETY: the block is ours; link it at the head of the run.
-                unsafe { (*p).next = run_first };
-                run_first = p;
             } else {
-                // SAFETY: the run's blocks are ours to give away.
-                unsafe { push_remote(run_meta, run_first, run_last) };
-                run_meta = meta;
-                run_first = p;
-                run_last = p;
+                // SAFETY: the block is ours to give away, and of `meta`'s slab.
+                unsafe { run.add(meta, p) };
             }
             p = next;
         }
-        // SAFETY: as above.
-        unsafe { push_remote(run_meta, run_first, run_last) };
+        // SAFETY: the run's blocks are ours to give away.
+        unsafe { run.push() };
         self.add_out(-((count * block_size(c)) as isize));
     }
 
@@ -227,7 +217,7 @@ impl Heap {
                 }
                 let meta = s.meta(i);
                 // SAFETY: we own the slab.
-                if unsafe { meta.collect_remote() } > 0 {
+                if unsafe { meta.collect_remote() } {
                     found = true;
                     if self.after_return(s, meta) {
                         break; // the superslab went back to the pool: it is not ours now
@@ -480,19 +470,57 @@ fn collect_all_remote(s: &SuperSlab) -> impl Iterator<Item = (Class, &SlabMeta)>
     })
 }
 
-/// Push a run of blocks onto the remote list of `meta` (nothing if the run is empty).
-///
-/// # Safety
-/// The run's blocks belong to the caller and to the slab of `meta`.
-unsafe fn push_remote(meta: *const SlabMeta, first: *mut Block, last: *mut Block) {
-    if meta.is_null() {
-        return;
+/// Consecutive blocks of one foreign slab, linked, waiting to be pushed together.
+struct RemoteRun {
+    meta: *const SlabMeta,
+    first: *mut Block,
+    last: *mut Block,
+    len: u32,
+}
+
+impl RemoteRun {
+    const EMPTY: RemoteRun = RemoteRun {
+        meta: core::ptr::null(),
+        first: null_mut(),
+        last: null_mut(),
+        len: 0,
+    };
+
+    /// Add `p`, a block of `meta`'s slab, pushing the run first if it is another slab's.
+    ///
+    /// # Safety
+    /// The caller gives `p` up; the run's blocks are the caller's.
+    unsafe fn add(&mut self, meta: &SlabMeta, p: *mut Block) {
+        if !core::ptr::eq(self.meta, meta) {
+            // SAFETY: by the caller.
+            unsafe { self.push() };
+            self.meta = meta;
+            self.last = p;
+        }
+        // SAFETY: the block is ours; link it at the head of the run.
+        unsafe { (*p).next = self.first };
+        self.first = p;
+        self.len += 1;
     }
-    // SAFETY: the blocks we hold keep their slab (and superslab) alive until the push,
-    // which is our last access.
-    unsafe {
-        (*SuperSlab::of(first as usize)).mark_remote(&*meta);
-        (*meta).remote.push_chain(first, last);
+
+    /// Give the run to its slab: flag the slab, push the chain, count it (nothing if the
+    /// run is empty). The blocks still counted in `used` keep the slab alive until the
+    /// count lands, so that is safe even after the owner has taken the chain.
+    ///
+    /// # Safety
+    /// The run's blocks are the caller's to give up.
+    unsafe fn push(&mut self) {
+        if self.meta.is_null() {
+            return;
+        }
+        // SAFETY: see above; the superslab is live while its blocks are counted.
+        unsafe {
+            let meta = &*self.meta;
+            (*SuperSlab::of(self.first as usize)).mark_remote(meta);
+            meta.remote.push_chain(self.first, self.last);
+            meta.count_remote(self.len);
+        }
+        *self = RemoteRun::EMPTY;
     }
 }
 

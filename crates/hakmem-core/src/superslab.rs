@@ -27,7 +27,7 @@ use crate::heap::Heap;
 use crate::os;
 use crate::remote::{Block, RemoteFreeList};
 use crate::size_class::{block_size, span_slabs, Class, NUM_CLASSES};
-use crate::sync::{AtomicPtr, AtomicU64, AtomicU8, Ordering};
+use crate::sync::{AtomicPtr, AtomicU32, AtomicU64, AtomicU8, Ordering};
 use core::cell::Cell;
 use core::ptr::null_mut;
 
@@ -90,6 +90,11 @@ pub struct SlabMeta {
     pub prev: Cell<*mut SlabMeta>,
     /// Blocks given back by other threads.
     pub remote: RemoteFreeList,
+    /// How many blocks pushers have put on `remote`, added by each pusher *after* its
+    /// push; the owner takes it *before* taking the list, so `used` only ever drops for
+    /// blocks already home (and a pusher between its push and its add still holds `used`
+    /// up, which keeps the slab alive for that add).
+    remote_count: AtomicU32,
 }
 
 /// Header of a superslab, at the start of its chunk.
@@ -265,9 +270,9 @@ impl SuperSlab {
         &self.slabs[i]
     }
 
-    /// Flag slab `meta` as having remote frees. Pushers call this *before* pushing: once
-    /// the push lands, the owner may drain it, empty the slab and unmap the superslab, so
-    /// nothing may touch the superslab after the push.
+    /// Flag slab `meta` as having remote frees. Pushers call this *before* pushing (a
+    /// pusher's last accesses after its push are to the slab's `remote_count`, kept alive
+    /// by the blocks it still counts in `used`).
     #[inline]
     pub fn mark_remote(&self, meta: &SlabMeta) {
         let bit = 1u64 << self.index_of(meta);
@@ -411,28 +416,42 @@ impl SlabMeta {
         self.used.set(self.used.get() - 1);
     }
 
-    /// Move the remote list onto the free list; returns how many blocks came home.
+    /// Note that a pusher put `n` blocks on `remote` (after the push).
+    #[inline]
+    pub fn count_remote(&self, n: u32) {
+        self.remote_count.fetch_add(n, Ordering::Release);
+    }
+
+    /// Move the remote list onto the free list; true if any block came home or was
+    /// counted home. When the free list is empty (the usual case: a slab is drained when
+    /// it runs dry) the list is taken as it is, without walking it.
     ///
     /// # Safety
     /// The caller owns the slab.
-    pub unsafe fn collect_remote(&self) -> usize {
+    pub unsafe fn collect_remote(&self) -> bool {
+        let n = if self.remote_count.load(Ordering::Relaxed) == 0 {
+            0
+        } else {
+            self.remote_count.swap(0, Ordering::Acquire)
+        };
         let head = self.remote.take_all();
+        self.used.set(self.used.get() - n);
         if head.is_null() {
-            return 0;
+            return n > 0;
         }
-        let mut n = 1;
-        let mut tail = head;
-        // SAFETY: the taken chain is ours; pushers linked it before publishing.
-        unsafe {
-            while !(*tail).next.is_null() {
-                tail = (*tail).next;
-                n += 1;
+        let local = self.free.get();
+        if !local.is_null() {
+            let mut tail = head;
+            // SAFETY: the taken chain is ours; pushers linked it before publishing.
+            unsafe {
+                while !(*tail).next.is_null() {
+                    tail = (*tail).next;
+                }
+                (*tail).next = local;
             }
-            (*tail).next = self.free.get();
         }
         self.free.set(head);
-        self.used.set(self.used.get() - n as u32);
-        n
+        true
     }
 }
 
@@ -489,10 +508,11 @@ mod tests {
             assert_eq!(meta.take(1).2, 0);
             // A remote push comes back through collect_remote.
             let b = (ss.slab_start(1) + 48) as *mut Block;
-            meta.remote.push_chain(b, b);
             ss.mark_remote(meta);
+            meta.remote.push_chain(b, b);
+            meta.count_remote(1);
             assert_eq!(ss.take_pending(), 1 << 1);
-            assert_eq!(meta.collect_remote(), 1);
+            assert!(meta.collect_remote());
             assert_eq!(meta.used() as usize, cap - 1);
             // Release a slab: it becomes dirty, then decommitted once aged.
             let other = &*ss.carve_slab(c);
