@@ -117,7 +117,7 @@ fn class_for_aligned(size: usize, align: usize) -> Option<Class> {
 }
 
 /// Per class: the mask that gives an address's offset in its span (spans are aligned to
-/// their length), and `ceil(2^64 / block size)`, with which `offset * m <= m - 1` (wrapping)
+/// their length), and `ceil(2^64 / block size)`, with which `offset * m < m` (wrapping)
 /// holds iff the block size divides the offset (Lemire's divisibility test, exact for
 /// offsets below 2^32), so no division is needed.
 static BLOCK_START: [(usize, u64); NUM_CLASSES] = {
@@ -136,7 +136,7 @@ static BLOCK_START: [(usize, u64); NUM_CLASSES] = {
 #[inline(always)]
 pub fn is_block_start(addr: usize, c: Class) -> bool {
     let (mask, m) = BLOCK_START[c];
-    ((addr & mask) as u64).wrapping_mul(m) <= m - 1
+    ((addr & mask) as u64).wrapping_mul(m) < m
 }
 
 /// Block size of class `c`.
