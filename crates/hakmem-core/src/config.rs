@@ -1,9 +1,10 @@
 //! The one knob: a memory [`Profile`], and the [`Policy`] each profile stands for.
 //!
-//! - `Fast` (default): empty superslabs kept in a bounded cache, returned lazily.
-//! - `Balanced`: empty superslabs and cached large mappings decommitted with
-//!   `MADV_FREE` when they become empty.
-//! - `Lean`: small caches, `MADV_DONTNEED` at once, almost nothing kept.
+//! - `Fast` (default): freed memory kept for reuse up to the recent peak in use, for 5 s.
+//! - `Balanced`: up to a sixteenth of the recent peak (16 MiB at least), for 1 s; free
+//!   slabs of live superslabs decommitted with `MADV_FREE` once they stayed free.
+//! - `Lean`: small thread caches, a thirty-second of the peak (4 MiB at least) for
+//!   250 ms, free slabs decommitted with `MADV_DONTNEED`.
 
 use crate::os::Decommit;
 use crate::sync::{AtomicU8, Ordering};
@@ -40,47 +41,54 @@ impl Profile {
 /// What a profile decides.
 #[derive(Clone, Copy, Debug)]
 pub struct Policy {
-    /// Empty superslabs kept mapped for reuse.
-    pub superslab_cache: usize,
-    /// How empty superslabs and cached large mappings give their pages back, if at all.
+    /// How free slabs inside a thread's superslabs give their pages back at upkeep, if at
+    /// all.
     pub decommit: Option<Decommit>,
     /// Per-class thread cache budget in bytes (the capacity is this over the block size,
     /// clamped to `cache_min..=cache_max` blocks).
     pub cache_bytes: usize,
     pub cache_min: u32,
     pub cache_max: u32,
-    /// Large mappings kept for reuse after free: how many, and how many bytes in all.
+    /// Freed memory kept mapped and committed for reuse (empty superslabs, large
+    /// mappings; see [`crate::retain`]): at most `max(retain_floor, recent peak in use /
+    /// retain_divisor)` bytes, each piece for at most `retain_ms`.
+    pub retain_floor: usize,
+    pub retain_divisor: usize,
+    pub retain_ms: u64,
+    /// Freed large mappings kept, at most (also bounded by the bytes above).
     pub large_cache_entries: usize,
-    pub large_cache_bytes: usize,
 }
 
 const POLICIES: [Policy; 3] = [
     Policy {
-        superslab_cache: 8,
         decommit: None,
         cache_bytes: 64 * 1024,
         cache_min: 4,
         cache_max: 512,
-        large_cache_entries: 16,
-        large_cache_bytes: 64 << 20,
+        retain_floor: 64 << 20,
+        retain_divisor: 1,
+        retain_ms: 5_000,
+        large_cache_entries: 64,
     },
     Policy {
-        superslab_cache: 8,
         decommit: Some(Decommit::Lazy),
         cache_bytes: 32 * 1024,
         cache_min: 4,
         cache_max: 256,
-        large_cache_entries: 8,
-        large_cache_bytes: 32 << 20,
+        retain_floor: 16 << 20,
+        retain_divisor: 16,
+        retain_ms: 1_000,
+        large_cache_entries: 32,
     },
     Policy {
-        superslab_cache: 1,
         decommit: Some(Decommit::Now),
         cache_bytes: 8 * 1024,
         cache_min: 2,
         cache_max: 64,
-        large_cache_entries: 0,
-        large_cache_bytes: 0,
+        retain_floor: 4 << 20,
+        retain_divisor: 32,
+        retain_ms: 250,
+        large_cache_entries: 16,
     },
 ];
 
@@ -127,7 +135,7 @@ mod tests {
     fn lean_keeps_less() {
         let f = POLICIES[0];
         let l = POLICIES[2];
-        assert!(l.superslab_cache < f.superslab_cache);
+        assert!(l.retain_floor < f.retain_floor && l.retain_ms < f.retain_ms);
         assert!(cache_capacity(&l, 64) < cache_capacity(&f, 64));
     }
 }

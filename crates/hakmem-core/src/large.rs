@@ -10,12 +10,13 @@
 //! `offset` is 128, or the alignment when larger (at most [`MAX_ALIGN`]), so the user
 //! pointer always lies in the first chunk and `free` finds the header by masking.
 //! `realloc` grows or moves the mapping with `mremap`, never copying. Freed mappings are
-//! kept in a small cache (bounded by the profile) so that a program cycling through large
-//! buffers does not pay `mmap`, `munmap` and page faults every time.
+//! kept committed in a cache (within the budget of [`crate::retain`]) so that a program
+//! cycling through large buffers does not pay `mmap`, `munmap` and page faults every time.
 
 use crate::chunk_map::{self, CHUNK_SIZE};
 use crate::config;
 use crate::os::{self, PAGE_SIZE};
+use crate::retain;
 use crate::superslab::{ChunkHeader, MAP_LARGE};
 use crate::sync::{AtomicUsize, Ordering, SpinLock};
 use core::ptr::null_mut;
@@ -48,10 +49,16 @@ pub static LARGE_BYTES: AtomicUsize = AtomicUsize::new(0);
 struct Cached {
     base: usize,
     map_size: usize,
+    /// When it was freed ([`os::now_ms`]).
+    freed_ms: u64,
 }
 
+/// Most entries the cache can hold (profiles choose fewer).
+const CACHE_SLOTS: usize = 64;
+
+/// Freed mappings, oldest first.
 struct Cache {
-    entries: [Cached; 16],
+    entries: [Cached; CACHE_SLOTS],
     len: usize,
     bytes: usize,
 }
@@ -60,7 +67,8 @@ static CACHE: SpinLock<Cache> = SpinLock::new(Cache {
     entries: [Cached {
         base: 0,
         map_size: 0,
-    }; 16],
+        freed_ms: 0,
+    }; CACHE_SLOTS],
     len: 0,
     bytes: 0,
 });
@@ -154,20 +162,16 @@ pub unsafe fn free(h: &LargeHeader) {
     // SAFETY: the header is ours until the mapping is cached or unmapped.
     unsafe { (*(base as *mut LargeHeader)).magic = 0 };
     LARGE_BYTES.fetch_sub(map_size, Ordering::Relaxed);
-    let policy = config::current();
-    if map_size <= policy.large_cache_bytes / 4 {
-        if let Some(how) = policy.decommit {
-            // SAFETY: our mapping; nothing past the header page is needed.
-            unsafe { os::decommit((base + PAGE_SIZE) as *mut u8, map_size - PAGE_SIZE, how) };
-        }
-        if let Some(rejected) = put_cached(Cached { base, map_size }, &policy) {
-            // SAFETY: the mapping is ours and unused.
-            unsafe { unmap(rejected) };
-        }
-        return;
+    let c = Cached {
+        base,
+        map_size,
+        freed_ms: os::now_ms(),
+    };
+    if let Some(rejected) = put_cached(c, &config::current()) {
+        // SAFETY: the mapping is ours and unused.
+        unsafe { unmap(rejected) };
     }
-    // SAFETY: nothing refers to the mapping any more.
-    unsafe { unmap(Cached { base, map_size }) };
+    expire();
 }
 
 /// # Safety
@@ -202,11 +206,19 @@ fn take_cached(need: usize) -> Option<Cached> {
             .max_by_key(|&i| entries[i].map_size)
     };
     let i = fit.or_else(smaller)?;
-    let c = cache.entries[i];
-    cache.entries.copy_within(i + 1..n, i);
-    cache.len = n - 1;
-    cache.bytes -= c.map_size;
-    Some(c)
+    Some(cache.remove(i))
+}
+
+impl Cache {
+    /// Take entry `i` out, keeping the others in age order.
+    fn remove(&mut self, i: usize) -> Cached {
+        let c = self.entries[i];
+        self.entries.copy_within(i + 1..self.len, i);
+        self.len -= 1;
+        self.bytes -= c.map_size;
+        retain::sub(c.map_size);
+        c
+    }
 }
 
 /// A mapping of at least `need` bytes: from the cache (grown with `mremap` when the
@@ -231,29 +243,37 @@ fn obtain(need: usize) -> Option<(usize, usize, bool)> {
     (!p.is_null()).then_some((p as usize, need, true))
 }
 
-/// Cache `c`, evicting the oldest entries (unmapped outside the lock) until it fits the
-/// policy; returns `c` itself when it cannot be cached.
+/// Cache `c` (the newest entry), evicting the oldest when the cache is full; returns
+/// what must be unmapped (outside the lock): `c` itself when it cannot be cached.
 fn put_cached(c: Cached, policy: &config::Policy) -> Option<Cached> {
-    let max = policy.large_cache_entries.min(16);
-    if max == 0 || c.map_size > policy.large_cache_bytes {
+    let max = policy.large_cache_entries.min(CACHE_SLOTS);
+    if max == 0 {
         return Some(c);
     }
+    let mut cache = CACHE.lock();
+    let evicted = (cache.len >= max).then(|| cache.remove(0));
+    let n = cache.len;
+    cache.entries[n] = c;
+    cache.len += 1;
+    cache.bytes += c.map_size;
+    retain::add(c.map_size);
+    evicted
+}
+
+/// Unmap the cached mappings over the retention budget or kept too long, oldest first.
+pub fn expire() {
+    let now = os::now_ms();
     loop {
         let oldest = {
             let mut cache = CACHE.lock();
-            if cache.len < max && cache.bytes + c.map_size <= policy.large_cache_bytes {
-                let n = cache.len;
-                cache.entries[n] = c;
-                cache.len += 1;
-                cache.bytes += c.map_size;
-                return None;
+            if cache.len == 0 {
+                return;
             }
             let old = cache.entries[0];
-            let last = cache.len - 1;
-            cache.entries.copy_within(1..=last, 0);
-            cache.len = last;
-            cache.bytes -= old.map_size;
-            old
+            if retain::excess() == 0 && !retain::expired(old.freed_ms, now) {
+                return;
+            }
+            cache.remove(0)
         };
         // SAFETY: evicted mappings are unused.
         unsafe { unmap(oldest) };
@@ -323,10 +343,8 @@ pub fn trim() {
             if cache.len == 0 {
                 return;
             }
-            cache.len -= 1;
-            let c = cache.entries[cache.len];
-            cache.bytes -= c.map_size;
-            c
+            let last = cache.len - 1;
+            cache.remove(last)
         };
         // SAFETY: cached mappings are unused.
         unsafe { unmap(c) };

@@ -26,6 +26,7 @@ pub mod os;
 pub mod pool;
 pub mod process;
 pub mod remote;
+pub mod retain;
 pub mod size_class;
 pub mod stats;
 pub mod superslab;
@@ -99,6 +100,7 @@ unsafe fn free_large(p: *mut u8) {
         Some(h) => unsafe { large::free(h) },
         None => report_misuse(p, Misuse::InvalidFree, None),
     }
+    pool::expire();
 }
 
 /// Resize a block whose request `(old_size, align)` the caller knows. The block stays in

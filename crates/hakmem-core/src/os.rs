@@ -258,6 +258,18 @@ pub unsafe fn shrink(ptr: *mut u8, old: usize, new: usize) {
     unsafe { unmap(ptr.add(new), old - new) };
 }
 
+/// Milliseconds on a monotonic clock of coarse resolution (a few ms; read from the vDSO,
+/// no system call), for the age of retained memory.
+pub fn now_ms() -> u64 {
+    let mut t = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `t` is a valid timespec to write.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC_COARSE, &mut t) };
+    t.tv_sec as u64 * 1000 + t.tv_nsec as u64 / 1_000_000
+}
+
 /// Write a message to stderr without allocating.
 pub fn write_stderr(bytes: &[u8]) {
     let mut rest = bytes;

@@ -1,18 +1,20 @@
-//! The shared pool of superslabs that no thread owns: empty ones kept for reuse (a
-//! bounded cache, so that a busy program almost never calls `mmap` or `munmap`), and
-//! *abandoned* ones, left with live blocks by threads that exited, for a live thread to
-//! adopt. Both lists sit behind spin locks that only slow paths take.
+//! The shared pool of superslabs that no thread owns: empty ones kept for reuse, still
+//! committed (so that a busy program almost never calls `mmap` or `munmap` or faults
+//! pages in again), within the budget of [`crate::retain`]; and *abandoned* ones, left
+//! with live blocks by threads that exited, for a live thread to adopt. Both lists sit
+//! behind spin locks that only slow paths take.
 
 use crate::chunk_map::{self, CHUNK_SIZE};
-use crate::config;
 use crate::os;
+use crate::retain;
 use crate::superslab::SuperSlab;
 use crate::sync::{Ordering, SpinLock};
 use core::ptr::null_mut;
 
-/// A singly linked stack of superslabs through their `next` field.
+/// A list of superslabs through their `next` / `prev` fields, newest at the head.
 struct Stack {
     head: *mut SuperSlab,
+    tail: *mut SuperSlab,
     len: usize,
 }
 
@@ -23,6 +25,7 @@ impl Stack {
     const fn new() -> Self {
         Stack {
             head: null_mut(),
+            tail: null_mut(),
             len: 0,
         }
     }
@@ -30,24 +33,64 @@ impl Stack {
     /// # Safety
     /// `ss` is a superslab nobody else uses.
     unsafe fn push(&mut self, ss: *mut SuperSlab) {
-        // SAFETY: by the caller, `ss` is ours to link.
-        unsafe { (*ss).next.set(self.head) };
+        // SAFETY: by the caller, `ss` is ours to link; the head is on the list.
+        unsafe {
+            (*ss).next.set(self.head);
+            (*ss).prev.set(null_mut());
+            if self.head.is_null() {
+                self.tail = ss;
+            } else {
+                (*self.head).prev.set(ss);
+            }
+        }
         self.head = ss;
         self.len += 1;
     }
 
+    /// The newest superslab.
     fn pop(&mut self) -> *mut SuperSlab {
         let ss = self.head;
         if !ss.is_null() {
-            // SAFETY: superslabs on the stack are valid and ours while locked.
-            self.head = unsafe { (*ss).next.get() };
-            self.len -= 1;
+            // SAFETY: superslabs on the list are valid and ours while locked.
+            unsafe { self.unlink(ss) };
         }
         ss
     }
+
+    /// The oldest superslab, if `pick` (given it) says so.
+    fn pop_oldest_if(&mut self, pick: impl FnOnce(&SuperSlab) -> bool) -> *mut SuperSlab {
+        let ss = self.tail;
+        // SAFETY: superslabs on the list are valid and ours while locked.
+        if ss.is_null() || !pick(unsafe { &*ss }) {
+            return null_mut();
+        }
+        // SAFETY: as above.
+        unsafe { self.unlink(ss) };
+        ss
+    }
+
+    /// # Safety
+    /// `ss` is on this list.
+    unsafe fn unlink(&mut self, ss: *mut SuperSlab) {
+        // SAFETY: by the caller; its neighbours are on the list too.
+        unsafe {
+            let (prev, next) = ((*ss).prev.get(), (*ss).next.get());
+            if prev.is_null() {
+                self.head = next;
+            } else {
+                (*prev).next.set(next);
+            }
+            if next.is_null() {
+                self.tail = prev;
+            } else {
+                (*next).prev.set(prev);
+            }
+        }
+        self.len -= 1;
+    }
 }
 
-/// Empty superslabs; `decommitted` ones have had their pages given back.
+/// Empty superslabs, committed, each stamped with the time it came back.
 static EMPTY: SpinLock<Stack> = SpinLock::new(Stack::new());
 static ABANDONED: SpinLock<Stack> = SpinLock::new(Stack::new());
 
@@ -55,6 +98,9 @@ static ABANDONED: SpinLock<Stack> = SpinLock::new(Stack::new());
 /// OS refuses.
 pub fn acquire() -> *mut SuperSlab {
     let cached = EMPTY.lock().pop();
+    if !cached.is_null() {
+        retain::sub(CHUNK_SIZE);
+    }
     let chunk = if cached.is_null() {
         let p = os::map_aligned(CHUNK_SIZE, CHUNK_SIZE);
         if p.is_null() {
@@ -69,31 +115,45 @@ pub fn acquire() -> *mut SuperSlab {
     unsafe { SuperSlab::init(chunk) }
 }
 
-/// Take back an empty superslab: cache it, or unmap it when the cache is full.
+/// Take back an empty superslab: keep it for reuse, then give back the oldest kept ones
+/// beyond the retention budget or time.
 ///
 /// # Safety
 /// `ss` is empty (no slab in use, no remote block pending) and the caller gives it up.
 pub unsafe fn release_empty(ss: *mut SuperSlab) {
     // SAFETY: the caller gives us `ss`.
-    unsafe { (*ss).owner.store(null_mut(), Ordering::Relaxed) };
-    let policy = config::current();
-    {
-        let mut empty = EMPTY.lock();
-        if empty.len < policy.superslab_cache {
-            if let Some(how) = policy.decommit {
-                // Keep the header page; the rest holds nothing we need.
-                let start =
-                    os::round_up(SuperSlab::HEADER_BYTES, os::PAGE_SIZE).unwrap_or(CHUNK_SIZE);
-                // SAFETY: the range is inside our own empty superslab.
-                unsafe { os::decommit((ss as *mut u8).add(start), CHUNK_SIZE - start, how) };
-            }
-            // SAFETY: nobody else holds `ss`.
-            unsafe { empty.push(ss) };
+    unsafe {
+        (*ss).owner.store(null_mut(), Ordering::Relaxed);
+        (*ss).released_ms.set(os::now_ms());
+        EMPTY.lock().push(ss);
+    }
+    retain::add(CHUNK_SIZE);
+    expire();
+}
+
+/// Give back (unmap) the kept superslabs that are over the retention budget or have been
+/// kept too long, oldest first.
+pub fn expire() {
+    let now = os::now_ms();
+    loop {
+        let over = retain::excess() > 0;
+        let ss = EMPTY
+            .lock()
+            .pop_oldest_if(|s| over || retain::expired(s.released_ms.get(), now));
+        if ss.is_null() {
             return;
         }
+        retain::sub(CHUNK_SIZE);
+        // SAFETY: taken off the list, unused.
+        unsafe { unmap(ss) };
     }
+}
+
+/// # Safety
+/// Nothing refers to `ss` any more.
+unsafe fn unmap(ss: *mut SuperSlab) {
     chunk_map::remove(ss as usize);
-    // SAFETY: nothing refers to the superslab any more.
+    // SAFETY: by the caller.
     unsafe { os::unmap(ss.cast(), CHUNK_SIZE) };
 }
 
@@ -104,9 +164,9 @@ pub fn trim() {
         if ss.is_null() {
             return;
         }
-        chunk_map::remove(ss as usize);
+        retain::sub(CHUNK_SIZE);
         // SAFETY: cached superslabs are unused.
-        unsafe { os::unmap(ss.cast(), CHUNK_SIZE) };
+        unsafe { unmap(ss) };
     }
 }
 

@@ -117,6 +117,8 @@ pub struct SuperSlab {
     /// Links of the owner's list of superslabs, or of a pool list.
     pub next: Cell<*mut SuperSlab>,
     pub prev: Cell<*mut SuperSlab>,
+    /// When it went back to the pool empty ([`crate::os::now_ms`]; the pool's only).
+    pub released_ms: Cell<u64>,
     slabs: [SlabMeta; SLABS],
 }
 

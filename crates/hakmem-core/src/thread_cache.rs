@@ -176,6 +176,8 @@ unsafe fn note_slow_path(tc: *mut ThreadCache, h: *mut Heap, c: Class) {
     }
     // SAFETY: `h` is our heap.
     unsafe { (*h).maintain() };
+    crate::pool::expire();
+    crate::large::expire();
 }
 
 /// A class that missed gets a larger capacity, up to its profile's maximum.

@@ -78,8 +78,9 @@ fn measure(profile: &str) -> (usize, usize, usize) {
 #[test]
 fn fast_returns_memory_on_trim() {
     let (peak, freed, trimmed) = measure("fast");
-    // The bounded superslab cache keeps at most a few dozen MiB after the free.
-    assert!(freed < peak / 4, "fast kept {freed} of {peak}");
+    // Fast keeps what was freed for reuse (up to the recent peak in use, for 5 s), and
+    // gives it back at once on trim.
+    assert!(freed <= peak + (8 << 20), "fast kept {freed} of {peak}");
     assert!(
         trimmed < peak / 10,
         "fast after trim kept {trimmed} of {peak}"
@@ -89,7 +90,8 @@ fn fast_returns_memory_on_trim() {
 #[test]
 fn balanced_returns_memory_on_free() {
     let (peak, freed, _) = measure("balanced");
-    assert!(freed < peak / 4, "balanced kept {freed} of {peak}");
+    // Its retention budget is a sixteenth of the peak: under a tenth stays after the free.
+    assert!(freed < peak / 10, "balanced kept {freed} of {peak}");
 }
 
 #[test]

@@ -1,0 +1,65 @@
+//! The budget of freed memory kept for reuse: empty superslabs (in [`crate::pool`]) and
+//! freed large mappings (in [`crate::large`]'s cache). Reusing them costs no system call
+//! and no page fault; keeping them costs resident memory. The profile bounds it two ways:
+//!
+//! - bytes: at most `max(floor, recent peak of bytes in use / divisor)`, where bytes in
+//!   use are those mapped minus those retained, and the recent peak is the highest seen
+//!   within the last `retain_ms` (so a program that frees a batch and allocates it again
+//!   finds it, and one that shrank for good gives it back);
+//! - time: a piece retained longer than `retain_ms` is given back the next time its cache
+//!   is used or a thread does its upkeep. There is no background thread, so a program
+//!   that stops calling the allocator keeps what it retained (at most the byte bound).
+//!
+//! Each cache evicts its own oldest pieces while [`excess`] says the total is over budget.
+
+use crate::config;
+use crate::os::{self, COUNTERS};
+use crate::sync::{AtomicU64, AtomicUsize, Ordering::Relaxed};
+
+/// Bytes retained by both caches.
+static RETAINED: AtomicUsize = AtomicUsize::new(0);
+/// The recent peak of bytes in use, and when it was set (ms, [`os::now_ms`]). Updated
+/// with plain loads and stores: a lost update only makes the budget a little off.
+static PEAK: AtomicUsize = AtomicUsize::new(0);
+static PEAK_MS: AtomicU64 = AtomicU64::new(0);
+
+/// A cache took `bytes` in.
+pub fn add(bytes: usize) {
+    RETAINED.fetch_add(bytes, Relaxed);
+}
+
+/// A cache gave `bytes` out (reused or returned to the OS).
+pub fn sub(bytes: usize) {
+    RETAINED.fetch_sub(bytes, Relaxed);
+}
+
+/// Bytes retained now.
+pub fn retained() -> usize {
+    RETAINED.load(Relaxed)
+}
+
+/// Bytes retained over the budget now (0 when within it).
+pub fn excess() -> usize {
+    let retained = RETAINED.load(Relaxed);
+    let in_use = COUNTERS.mapped_bytes.load(Relaxed).saturating_sub(retained);
+    let policy = config::current();
+    let budget =
+        (recent_peak(in_use, policy.retain_ms) / policy.retain_divisor).max(policy.retain_floor);
+    retained.saturating_sub(budget)
+}
+
+/// Whether a piece retained since `since_ms` has outstayed the profile's time.
+pub fn expired(since_ms: u64, now_ms: u64) -> bool {
+    now_ms.saturating_sub(since_ms) >= config::current().retain_ms
+}
+
+fn recent_peak(in_use: usize, window_ms: u64) -> usize {
+    let now = os::now_ms();
+    let peak = PEAK.load(Relaxed);
+    if in_use >= peak || now.saturating_sub(PEAK_MS.load(Relaxed)) > window_ms {
+        PEAK.store(in_use, Relaxed);
+        PEAK_MS.store(now, Relaxed);
+        return in_use;
+    }
+    peak
+}
