@@ -1,10 +1,11 @@
 //! The one knob: a memory [`Profile`], and the [`Policy`] each profile stands for.
 //!
 //! - `Fast` (default): freed memory kept for reuse up to the recent peak in use, for 5 s.
-//! - `Balanced`: up to a sixteenth of the recent peak (16 MiB at least), for 1 s; free
-//!   slabs of live superslabs decommitted with `MADV_FREE` once they stayed free.
-//! - `Lean`: small thread caches, a thirty-second of the peak (4 MiB at least) for
-//!   250 ms, free slabs decommitted with `MADV_DONTNEED`.
+//! - `Balanced`: up to half of what is in use or a sixteenth of the recent peak (16 MiB
+//!   at least), for 1 s; free slabs of live superslabs decommitted with `MADV_FREE` once
+//!   they stayed free.
+//! - `Lean`: small thread caches; a quarter of what is in use or a thirty-second of the
+//!   peak (4 MiB at least), for 250 ms; free slabs decommitted with `MADV_DONTNEED`.
 
 use crate::os::Decommit;
 use crate::sync::{AtomicU8, Ordering};
@@ -50,10 +51,12 @@ pub struct Policy {
     pub cache_min: u32,
     pub cache_max: u32,
     /// Freed memory kept mapped and committed for reuse (empty superslabs, large
-    /// mappings; see [`crate::retain`]): at most `max(retain_floor, recent peak in use /
-    /// retain_divisor)` bytes, each piece for at most `retain_ms`.
+    /// mappings; see [`crate::retain`]): at most `max(retain_floor, in use now /
+    /// retain_live_divisor, recent peak in use / retain_peak_divisor)` bytes, each piece
+    /// for at most `retain_ms`.
     pub retain_floor: usize,
-    pub retain_divisor: usize,
+    pub retain_live_divisor: usize,
+    pub retain_peak_divisor: usize,
     pub retain_ms: u64,
     /// Freed large mappings kept, at most (also bounded by the bytes above).
     pub large_cache_entries: usize,
@@ -66,7 +69,8 @@ const POLICIES: [Policy; 3] = [
         cache_min: 4,
         cache_max: 512,
         retain_floor: 64 << 20,
-        retain_divisor: 1,
+        retain_live_divisor: 1,
+        retain_peak_divisor: 1,
         retain_ms: 5_000,
         large_cache_entries: 64,
     },
@@ -76,7 +80,8 @@ const POLICIES: [Policy; 3] = [
         cache_min: 4,
         cache_max: 256,
         retain_floor: 16 << 20,
-        retain_divisor: 16,
+        retain_live_divisor: 2,
+        retain_peak_divisor: 16,
         retain_ms: 1_000,
         large_cache_entries: 32,
     },
@@ -86,7 +91,8 @@ const POLICIES: [Policy; 3] = [
         cache_min: 2,
         cache_max: 64,
         retain_floor: 4 << 20,
-        retain_divisor: 32,
+        retain_live_divisor: 4,
+        retain_peak_divisor: 32,
         retain_ms: 250,
         large_cache_entries: 16,
     },
