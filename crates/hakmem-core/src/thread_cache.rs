@@ -18,13 +18,33 @@ use core::ptr::null_mut;
 
 /// One class's stack of free blocks.
 ///
-/// Invariant: `count` is the length of the list at `head`. `limit` is 0 until the
-/// thread's heap exists, which sends the first free of the thread to the slow path.
+/// Invariant: `room == limit - (length of the list at head)`; it goes below 0 only for
+/// the moment between the push that overflows the bin and its flush, so the free fast
+/// path tests one sign. `limit` is 0 until the thread's heap exists, which sends the
+/// first free of the thread to the slow path.
 #[repr(C)]
 pub struct Bin {
     pub head: *mut Block,
-    pub count: u32,
-    pub limit: u32,
+    room: i32,
+    limit: u32,
+}
+
+impl Bin {
+    /// Blocks on the list.
+    fn count(&self) -> u32 {
+        (self.limit as i32 - self.room) as u32
+    }
+
+    fn set_count(&mut self, n: u32) {
+        self.room = self.limit as i32 - n as i32;
+    }
+
+    /// Change the capacity, keeping the blocks.
+    fn set_limit(&mut self, limit: u32) {
+        let n = self.count();
+        self.limit = limit;
+        self.set_count(n);
+    }
 }
 
 /// A thread's cache; all zero is the valid initial state (see [`crate::tls`]).
@@ -49,7 +69,7 @@ impl ThreadCache {
         bins: [const {
             Bin {
                 head: null_mut(),
-                count: 0,
+                room: 0,
                 limit: 0,
             }
         }; NUM_CLASSES],
@@ -72,7 +92,7 @@ pub unsafe fn alloc(c: Class) -> *mut u8 {
     if !b.is_null() {
         // SAFETY: blocks in a bin are free and linked.
         bin.head = unsafe { (*b).next };
-        bin.count -= 1;
+        bin.room += 1;
         return b.cast();
     }
     // SAFETY: as above.
@@ -97,8 +117,8 @@ pub unsafe fn free(p: *mut u8, c: Class) {
     // SAFETY: the block is the caller's to give up.
     unsafe { (*b).next = bin.head };
     bin.head = b;
-    bin.count += 1;
-    if bin.count > bin.limit {
+    bin.room -= 1;
+    if bin.room < 0 {
         // SAFETY: as above.
         unsafe { free_slow(c) };
     }
@@ -128,7 +148,7 @@ unsafe fn setup_thread(tc: *mut ThreadCache) -> *mut Heap {
     // SAFETY: the thread's own cache.
     unsafe {
         for (c, bin) in (*tc).bins.iter_mut().enumerate() {
-            bin.limit = initial_capacity(&policy, c);
+            bin.set_limit(initial_capacity(&policy, c));
         }
         (*tc).heap = h;
     }
@@ -165,8 +185,8 @@ unsafe fn note_slow_path(tc: *mut ThreadCache, h: *mut Heap, c: Class) {
         if idle & (1 << k) == 0 || bin.limit <= policy.cache_min {
             continue;
         }
-        bin.limit = (bin.limit / 2).max(policy.cache_min);
-        if bin.count > bin.limit {
+        bin.set_limit((bin.limit / 2).max(policy.cache_min));
+        if bin.room < 0 {
             // SAFETY: the bin's blocks are ours; `h` is our heap.
             unsafe {
                 let rest = split_after(bin, bin.limit as usize);
@@ -184,7 +204,7 @@ unsafe fn note_slow_path(tc: *mut ThreadCache, h: *mut Heap, c: Class) {
 fn grow_capacity(bin: &mut Bin, c: Class) {
     let max = config::cache_capacity(&config::current(), block_size(c));
     if bin.limit < max {
-        bin.limit = (bin.limit * 2).min(max);
+        bin.set_limit((bin.limit * 2).min(max));
     }
 }
 
@@ -205,7 +225,7 @@ unsafe fn alloc_slow(c: Class) -> *mut u8 {
         let b = bin.head;
         // SAFETY: blocks in a bin are free and linked.
         bin.head = unsafe { (*b).next };
-        bin.count -= 1;
+        bin.room += 1;
         return b.cast();
     }
     grow_capacity(bin, c);
@@ -226,7 +246,7 @@ unsafe fn alloc_slow(c: Class) -> *mut u8 {
     unsafe {
         let bin = (*tc).bins.get_unchecked_mut(c);
         bin.head = (*first).next;
-        bin.count = (n - 1) as u32;
+        bin.set_count((n - 1) as u32);
     }
     first.cast()
 }
@@ -262,7 +282,7 @@ unsafe fn free_slow(c: Class) {
     unsafe { note_slow_path(tc, h, c) };
     // SAFETY: the thread's own cache.
     let bin = unsafe { (*tc).bins.get_unchecked_mut(c) };
-    if bin.count <= bin.limit {
+    if bin.room >= 0 {
         return; // the thread was just set up and the limit rose
     }
     // Keep the newest half (hot in cache), flush the rest.
@@ -282,7 +302,7 @@ unsafe fn split_after(bin: &mut Bin, keep: usize) -> *mut Block {
     if keep == 0 {
         let all = bin.head;
         bin.head = null_mut();
-        bin.count = 0;
+        bin.set_count(0);
         return all;
     }
     let mut p = bin.head;
@@ -294,7 +314,7 @@ unsafe fn split_after(bin: &mut Bin, keep: usize) -> *mut Block {
     let rest = unsafe { (*p).next };
     // SAFETY: as above.
     unsafe { (*p).next = null_mut() };
-    bin.count = keep as u32;
+    bin.set_count(keep as u32);
     rest
 }
 
@@ -318,7 +338,7 @@ pub unsafe fn teardown() {
             let all = split_after(bin, 0);
             (*h).flush(c, all);
         }
-        bin.limit = 0;
+        bin.set_limit(0);
     }
     // SAFETY: the thread's own cache; the heap is given up last.
     unsafe {
