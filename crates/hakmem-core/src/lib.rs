@@ -37,7 +37,7 @@ pub mod tls;
 pub use config::Profile;
 pub use stats::Stats;
 
-use size_class::{block_size, class_for, Class, MIN_ALIGN, NUM_CLASSES};
+use size_class::{block_size, class_for, Class, MIN_ALIGN};
 use superslab::{ChunkHeader, MAP_LARGE};
 
 /// Allocate `size` bytes aligned to `align` (a power of two). Null when memory is
@@ -174,8 +174,8 @@ pub fn small_class_of(p: *const u8) -> Option<Class> {
         return None;
     }
     // SAFETY: the chunk map says a header is mapped at the chunk base.
-    let c = unsafe { (*ChunkHeader::of(addr)).entry(addr) } as Class;
-    (c < NUM_CLASSES && size_class::is_block_start(addr, c)).then_some(c)
+    let e = unsafe { (*ChunkHeader::of(addr)).entry(addr) };
+    size_class::is_block_start(addr, e).then_some(e as Class)
 }
 
 /// Classify `p`; never faults for any `p`.

@@ -116,12 +116,14 @@ fn class_for_aligned(size: usize, align: usize) -> Option<Class> {
     class_of_size(s.next_power_of_two())
 }
 
-/// Per class: the mask that gives an address's offset in its span (spans are aligned to
-/// their length), and `ceil(2^64 / block size)`, with which `offset * m < m` (wrapping)
-/// holds iff the block size divides the offset (Lemire's divisibility test, exact for
-/// offsets below 2^32), so no division is needed.
-static BLOCK_START: [(usize, u64); NUM_CLASSES] = {
-    let mut t = [(0usize, 0u64); NUM_CLASSES];
+/// Per class-map byte: for a class, the mask that gives an address's offset in its span
+/// (spans are aligned to their length), and `ceil(2^64 / block size)`, with which
+/// `offset * m < m` (wrapping) holds iff the block size divides the offset (Lemire's
+/// divisibility test, exact for offsets below 2^32), so no division is needed. Bytes
+/// that are no class (the `MAP_*` markers) have `m = 0`, which no offset passes, so the
+/// free path needs no separate range check.
+static BLOCK_START: [(usize, u64); 256] = {
+    let mut t = [(0usize, 0u64); 256];
     let sizes = compute_block_sizes();
     let mut c = 0;
     while c < NUM_CLASSES {
@@ -132,10 +134,11 @@ static BLOCK_START: [(usize, u64); NUM_CLASSES] = {
     t
 };
 
-/// Whether `addr`, inside a span of class `c`, is the start of a block.
+/// Whether `addr`, inside a span whose class-map byte is `entry`, is the start of a
+/// block (false for every byte that is not a class).
 #[inline(always)]
-pub fn is_block_start(addr: usize, c: Class) -> bool {
-    let (mask, m) = BLOCK_START[c];
+pub fn is_block_start(addr: usize, entry: u8) -> bool {
+    let (mask, m) = BLOCK_START[entry as usize];
     ((addr & mask) as u64).wrapping_mul(m) < m
 }
 
@@ -232,11 +235,15 @@ mod tests {
             let base = (7 << 22) + span * 3;
             for off in (0..span).step_by(step) {
                 assert_eq!(
-                    is_block_start(base + off, c),
+                    is_block_start(base + off, c as u8),
                     off % block_size(c) == 0,
                     "class {c} offset {off}"
                 );
             }
+        }
+        // Bytes that are no class (free, header and large markers) start no block.
+        for e in NUM_CLASSES..=255 {
+            assert!(!is_block_start(7 << 22, e as u8), "byte {e}");
         }
     }
 
