@@ -282,6 +282,20 @@ pub fn trim() -> bool {
 /// `malloc(size)`.
 #[no_mangle]
 pub extern "C" fn malloc(size: usize) -> *mut c_void {
+    // The fast path pops the thread cache; everything else (a miss, a large block, checked
+    // mode, errno) is one tail call.
+    if mode::plain() {
+        let p = hakmem_core::alloc_cached(size);
+        if !p.is_null() {
+            return p.cast();
+        }
+    }
+    malloc_slow(size)
+}
+
+#[cold]
+#[inline(never)]
+fn malloc_slow(size: usize) -> *mut c_void {
     alloc(size, MIN_ALIGN)
 }
 

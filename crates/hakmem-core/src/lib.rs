@@ -52,6 +52,18 @@ pub fn alloc(size: usize, align: usize) -> *mut u8 {
     }
 }
 
+/// The fast path alone, for a front end that wants its own slow path as a tail call (C's
+/// `malloc`): a block of at least `size` bytes, 16-byte aligned, from the thread's cache;
+/// null when the cache has none or the request is not small. [`alloc`] then does the rest.
+#[inline(always)]
+pub fn alloc_cached(size: usize) -> *mut u8 {
+    match size_class::class_of_size(size) {
+        // SAFETY: `class_of_size` returns classes in range.
+        Some(c) => unsafe { thread_cache::pop(c) },
+        None => core::ptr::null_mut(),
+    }
+}
+
 /// As [`alloc`], with the bytes zeroed. Fresh large mappings are not cleared again.
 #[inline]
 pub fn alloc_zeroed(size: usize, align: usize) -> *mut u8 {

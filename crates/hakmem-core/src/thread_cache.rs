@@ -85,6 +85,22 @@ impl ThreadCache {
 /// `c < NUM_CLASSES`.
 #[inline(always)]
 pub unsafe fn alloc(c: Class) -> *mut u8 {
+    // SAFETY: by the caller.
+    let b = unsafe { pop(c) };
+    if !b.is_null() {
+        return b;
+    }
+    // SAFETY: as above.
+    unsafe { alloc_slow(c) }
+}
+
+/// A block of class `c` from the cache, or null when the bin is empty (the caller then
+/// takes [`alloc`], which refills it).
+///
+/// # Safety
+/// `c < NUM_CLASSES`.
+#[inline(always)]
+pub unsafe fn pop(c: Class) -> *mut u8 {
     let tc = tls::cache();
     // SAFETY: the thread's own cache; `c` is in range by the caller.
     let bin = unsafe { (*tc).bins.get_unchecked_mut(c) };
@@ -93,10 +109,8 @@ pub unsafe fn alloc(c: Class) -> *mut u8 {
         // SAFETY: blocks in a bin are free and linked.
         bin.head = unsafe { (*b).next };
         bin.room += 1;
-        return b.cast();
     }
-    // SAFETY: as above.
-    unsafe { alloc_slow(c) }
+    b.cast()
 }
 
 /// Free a block of class `c`.
