@@ -120,9 +120,17 @@ pub fn current() -> Policy {
     POLICIES[profile() as usize]
 }
 
-/// Thread cache capacity of a class with blocks of `block` bytes.
+/// Thread cache capacity of a class with blocks of `block` bytes: the profile's bytes over
+/// the block size, clamped to its bounds; but blocks so large that `cache_min` of them
+/// would pass four times the byte budget (medium blocks) keep only what fits in that.
 pub fn cache_capacity(policy: &Policy, block: usize) -> u32 {
-    ((policy.cache_bytes / block) as u32).clamp(policy.cache_min, policy.cache_max)
+    let n = ((policy.cache_bytes / block) as u32).clamp(policy.cache_min, policy.cache_max);
+    n.min(((4 * policy.cache_bytes / block) as u32).max(1))
+}
+
+/// The smallest capacity a class of `block` bytes shrinks to.
+pub fn min_capacity(policy: &Policy, block: usize) -> u32 {
+    policy.cache_min.min(cache_capacity(policy, block))
 }
 
 #[cfg(test)]

@@ -2,7 +2,9 @@
 //! block size and slab span.
 //!
 //! Classes are multiples of 16 bytes: 16..=128 in steps of 16 (8 classes), then four
-//! classes per doubling up to [`MAX_SMALL_SIZE`] (64 KiB), 44 classes in all.
+//! classes per doubling up to [`MAX_SMALL_SIZE`] (1 MiB), 60 classes in all. Blocks over
+//! 64 KiB (*medium*) come from spans of superslabs like the others, so a program cycling
+//! blocks of 64 KiB to 1 MiB makes no system call and takes no new page fault.
 //!
 //! Worst-case internal waste (block size minus request, over block size):
 //! - up to 128 B: at most 15 bytes (a 17 B request in a 32 B block is the worst ratio, 47 %);
@@ -10,16 +12,16 @@
 //!   a 1281 B request in 1536 B wastes 255/1536 = 16.6 %, the bound is (step - 1) / block
 //!   with step = block / 5 at the first class of each doubling).
 //!
-//! Every power of two from 16 to 64 KiB is a class, and a block of a power-of-two class
+//! Every power of two from 16 to 1 MiB is a class, and a block of a power-of-two class
 //! sits at a multiple of its size inside its slab span (spans are 64 KiB aligned), which is
 //! how alignments above 16 are served (see [`class_for`]).
 
 /// Largest size served from slabs; anything larger is a large mapping.
-pub const MAX_SMALL_SIZE: usize = 64 * 1024;
+pub const MAX_SMALL_SIZE: usize = 1024 * 1024;
 /// Largest request that takes the table lookup on the fast path.
 pub const TABLE_MAX: usize = 1024;
 /// Number of size classes.
-pub const NUM_CLASSES: usize = 44;
+pub const NUM_CLASSES: usize = 60;
 /// Minimum alignment of every block.
 pub const MIN_ALIGN: usize = 16;
 
@@ -148,13 +150,18 @@ pub fn block_size(c: Class) -> usize {
     BLOCK_SIZE[c] as usize
 }
 
+/// Longest span, in slabs: half a superslab (slab 0 holds the header, so an aligned span
+/// of 32 slabs fits once, at slab 32).
+pub const MAX_SPAN_SLABS: usize = 32;
+
 /// How many slabs (of [`crate::superslab::SLAB_SIZE`]) one slab of class `c` spans: the
-/// smallest power of two that holds at least 8 blocks.
+/// smallest power of two that holds at least 8 blocks, at most [`MAX_SPAN_SLABS`] (which
+/// holds 2 to 6 blocks of the classes over 256 KiB).
 #[inline]
 pub const fn span_slabs(c: Class) -> usize {
     let need = BLOCK_SIZE[c] as usize * 8;
     let mut n = 1;
-    while n * crate::superslab::SLAB_SIZE < need {
+    while n * crate::superslab::SLAB_SIZE < need && n < MAX_SPAN_SLABS {
         n *= 2;
     }
     n
@@ -248,11 +255,18 @@ mod tests {
     }
 
     #[test]
-    fn spans_hold_at_least_eight_blocks() {
+    fn spans_hold_eight_blocks_or_fill_half_a_superslab() {
         for c in 0..NUM_CLASSES {
             let n = span_slabs(c);
-            assert!(n * crate::superslab::SLAB_SIZE / block_size(c) >= 8);
-            assert!(n <= 8);
+            let blocks = n * crate::superslab::SLAB_SIZE / block_size(c);
+            assert!(n.is_power_of_two() && n <= MAX_SPAN_SLABS, "class {c}");
+            assert!(
+                blocks >= 8 || n == MAX_SPAN_SLABS,
+                "class {c}: {blocks} blocks"
+            );
+            // (The tail past the last whole block, up to a quarter of the largest spans,
+            // is address space only: never carved, so never touched.)
+            assert!(blocks >= 2, "class {c}");
         }
     }
 }

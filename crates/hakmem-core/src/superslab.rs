@@ -8,7 +8,7 @@
 //!
 //! A superslab is a 4 MiB chunk divided into 64 slabs of 64 KiB. Slab 0 holds the header
 //! (only its first two pages are ever touched); any other slab, or an aligned run of
-//! 2, 4 or 8 slabs (a *span*), serves one size class at a time, whatever the class: all
+//! 2, 4, 8, 16 or 32 slabs (a *span*), serves one size class at a time, whatever the class: all
 //! classes share one pool of superslabs. The metadata of a span lives in the
 //! [`SlabMeta`] of its first slab.
 //!
@@ -306,7 +306,7 @@ fn span_mask(first: usize, n: usize) -> u64 {
     (if n >= 64 { !0 } else { (1u64 << n) - 1 }) << first
 }
 
-/// First index of `n` (a power of two <= 8) free slabs aligned to `n`, in O(1).
+/// First index of `n` (a power of two <= 32) free slabs aligned to `n`, in O(1).
 fn find_span(free: u64, n: usize) -> Option<usize> {
     let mut m = free;
     // Fold: after step k, bit i (i a multiple of 2^k) says slabs i..i+2^k are all free.
@@ -320,6 +320,8 @@ fn find_span(free: u64, n: usize) -> Option<usize> {
         2 => 0x5555_5555_5555_5555,
         4 => 0x1111_1111_1111_1111,
         8 => 0x0101_0101_0101_0101,
+        16 => 0x0001_0001_0001_0001,
+        32 => 0x0000_0001_0000_0001,
         _ => return None,
     };
     let m = m & aligned;
@@ -471,6 +473,9 @@ mod tests {
         assert_eq!(find_span(0b0111_1110, 4), None);
         assert_eq!(find_span(0, 1), None);
         assert_eq!(find_span(!0, 8), Some(0));
+        assert_eq!(find_span(USABLE_SLABS, 16), Some(16));
+        assert_eq!(find_span(USABLE_SLABS, 32), Some(32));
+        assert_eq!(find_span(USABLE_SLABS & !(1 << 40), 32), None);
     }
 
     #[test]

@@ -174,7 +174,8 @@ unsafe fn setup_thread(tc: *mut ThreadCache) -> *mut Heap {
 
 /// Capacity a class starts with: a quarter of its maximum; it grows when the class misses.
 fn initial_capacity(policy: &config::Policy, c: Class) -> u32 {
-    (config::cache_capacity(policy, block_size(c)) / 4).max(policy.cache_min)
+    let b = block_size(c);
+    (config::cache_capacity(policy, b) / 4).max(config::min_capacity(policy, b))
 }
 
 /// Count a slow-path visit of class `c`; every [`UPKEEP_EVERY`] visits, shrink the
@@ -196,10 +197,11 @@ unsafe fn note_slow_path(tc: *mut ThreadCache, h: *mut Heap, c: Class) {
     t.active = 0;
     let policy = config::current();
     for (k, bin) in t.bins.iter_mut().enumerate() {
-        if idle & (1 << k) == 0 || bin.limit <= policy.cache_min {
+        let min = config::min_capacity(&policy, block_size(k));
+        if idle & (1 << k) == 0 || bin.limit <= min {
             continue;
         }
-        bin.set_limit((bin.limit / 2).max(policy.cache_min));
+        bin.set_limit((bin.limit / 2).max(min));
         if bin.room < 0 {
             // SAFETY: the bin's blocks are ours; `h` is our heap.
             unsafe {

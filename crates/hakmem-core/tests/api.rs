@@ -60,7 +60,7 @@ fn foreign_fn() {}
 fn blocks_and_their_surroundings_are_classified() {
     let small = filled(64, 16, 1);
     let mid = filled(5000, 16, 2);
-    let big = filled(MIB, 16, 3);
+    let big = filled(2 * MIB, 16, 3);
     assert!(matches!(owner(small), Owner::Small { usable: 64, .. }));
     match owner(mid) {
         Owner::Small { class, usable } => {
@@ -70,7 +70,7 @@ fn blocks_and_their_surroundings_are_classified() {
         o => panic!("mid block is {o:?}"),
     }
     match owner(big) {
-        Owner::Large { usable } => assert!(usable >= MIB),
+        Owner::Large { usable } => assert!(usable >= 2 * MIB),
         o => panic!("large block is {o:?}"),
     }
     assert_eq!(usable_size(small), 64);
@@ -86,7 +86,7 @@ fn blocks_and_their_surroundings_are_classified() {
     }
     check_and_free(small, 64, 16, 1);
     check_and_free(mid, 5000, 16, 2);
-    check_and_free(big, MIB, 16, 3);
+    check_and_free(big, 2 * MIB, 16, 3);
     // A freed large block is cached (not a block any more) or unmapped (foreign).
     assert!(
         matches!(owner(big), Owner::Invalid | Owner::Foreign),
@@ -100,7 +100,7 @@ fn blocks_and_their_surroundings_are_classified() {
 /// pointer into the middle of a small block is the commonest case.
 #[test]
 fn interior_pointers_of_small_blocks_are_not_blocks() {
-    for size in [64usize, 4096, 48 * 1024] {
+    for size in [64usize, 4096, 48 * 1024, 300_000, MIB] {
         let p = filled(size, 16, 4);
         for off in [8usize, 16, size / 2] {
             // SAFETY: only the address is computed, inside the block.

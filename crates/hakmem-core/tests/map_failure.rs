@@ -79,9 +79,17 @@ impl Blocks {
     }
 }
 
-/// Requests that exhaust a heap class by class: mid first (few blocks fill a
-/// superslab), then smaller ones, which still find free slabs between mid spans.
-const REQUESTS: [(usize, usize); 5] = [(40_000, 16), (3000, 16), (100, 4096), (48, 16), (0, 1)];
+/// Requests that exhaust a heap class by class: medium and mid first (few blocks fill a
+/// superslab), then smaller ones, which still find free slabs between their spans.
+const REQUESTS: [(usize, usize); 6] = [
+    (200_000, 16),
+    (40_000, 16),
+    (3000, 16),
+    (100, 4096),
+    (48, 16),
+    (0, 1),
+];
+const LARGE: usize = 2 * MIB;
 
 #[test]
 fn allocation_fails_cleanly_and_recovers() {
@@ -89,10 +97,7 @@ fn allocation_fails_cleanly_and_recovers() {
         live: Vec::new(),
         next_id: 0,
     };
-    for &(size, align) in REQUESTS
-        .iter()
-        .chain(&[(200_000, 16), (3 * MIB, 64 * 1024)])
-    {
+    for &(size, align) in REQUESTS.iter().chain(&[(LARGE, 16), (3 * MIB, 64 * 1024)]) {
         for _ in 0..10 {
             assert!(blocks.add(size, align));
         }
@@ -100,7 +105,7 @@ fn allocation_fails_cleanly_and_recovers() {
     for successes in [0, 1, 3] {
         trim(); // no cached large mapping may serve the large requests below
                 // Blocks to resize while mappings fail.
-        assert!(blocks.add(48, 16) && blocks.add(200_000, 16));
+        assert!(blocks.add(48, 16) && blocks.add(LARGE, 16));
         let (small, large) = (blocks.live.len() - 2, blocks.live.len() - 1);
         inject_map_failures(Some(successes));
         let mut given = Vec::new();
@@ -116,7 +121,7 @@ fn allocation_fails_cleanly_and_recovers() {
                 "alloc_zeroed({size}, {align})"
             );
         }
-        for size in [MAX_SMALL + 1, 200_000, 3 * MIB] {
+        for size in [MAX_SMALL + 1, LARGE, 3 * MIB] {
             assert!(alloc(size, 16).is_null(), "large alloc({size})");
             assert!(
                 alloc_zeroed(size, 16).is_null(),
@@ -128,7 +133,7 @@ fn allocation_fails_cleanly_and_recovers() {
         // SAFETY: live blocks with their requests; on failure they stay ours.
         unsafe {
             assert!(realloc(small.p, 48, 16, 20_000).is_null());
-            assert!(realloc(large.p, 200_000, 16, 64 * MIB).is_null());
+            assert!(realloc(large.p, LARGE, 16, 64 * MIB).is_null());
             assert!(realloc_unsized(small.p, 20_000).is_null());
             assert!(realloc_unsized(large.p, 64 * MIB).is_null());
         }
@@ -164,7 +169,7 @@ fn allocation_fails_cleanly_and_recovers() {
         blocks.check_all("after reuse");
 
         inject_map_failures(None);
-        for &(size, align) in REQUESTS.iter().chain(&[(200_000, 16), (3 * MIB, 16)]) {
+        for &(size, align) in REQUESTS.iter().chain(&[(LARGE, 16), (3 * MIB, 16)]) {
             assert!(blocks.add(size, align), "({size}, {align}) after recovery");
         }
         blocks.check_all("after recovery");

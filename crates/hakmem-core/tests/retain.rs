@@ -5,7 +5,7 @@ use hakmem_core::{alloc, dealloc, stats, Profile};
 use std::time::Duration;
 
 const MID: usize = 32 * 1024;
-const LARGE: usize = 1 << 20;
+const LARGE: usize = 2 << 20;
 
 #[test]
 fn lean_keeps_within_budget_then_lets_go() {
