@@ -47,16 +47,18 @@ static size_t rng_between(rng_t *r, size_t lo, size_t hi) {
 
 static volatile unsigned char sink;
 
-static void *block_new(size_t size) {
-    unsigned char *p = malloc(size);
+/* `p` (from an allocation of `size` bytes, for `what`), touched at both ends; abort if null. */
+static void *touched(unsigned char *p, size_t size, const char *what) {
     if (!p) {
-        fprintf(stderr, "out of memory (%zu bytes)\n", size);
+        fprintf(stderr, "out of memory (%s of %zu bytes)\n", what, size);
         abort();
     }
     p[0] = (unsigned char)size;
     p[size - 1] = 1;
     return p;
 }
+
+static void *block_new(size_t size) { return touched(malloc(size), size, "malloc"); }
 
 static void block_free(void *p) {
     if (p) {
@@ -65,29 +67,18 @@ static void block_free(void *p) {
     }
 }
 
-/* calloc'd, its first byte checked to be zero, then touched at both ends. */
+/* calloc'd, its first and last bytes checked to be zero, then touched at both ends. */
 static void *block_new_zeroed(size_t size) {
     unsigned char *p = calloc(1, size);
-    if (!p || p[0] != 0) {
-        fprintf(stderr, "calloc(1, %zu) failed or was not zero-filled\n", size);
+    if (p && (p[0] != 0 || p[size - 1] != 0)) {
+        fprintf(stderr, "calloc(1, %zu) was not zero-filled\n", size);
         abort();
     }
-    p[0] = (unsigned char)size;
-    p[size - 1] = 1;
-    return p;
+    return touched(p, size, "calloc");
 }
 
 /* realloc'd to `size` bytes, then touched at both ends. */
-static void *block_resize(void *old, size_t size) {
-    unsigned char *p = realloc(old, size);
-    if (!p) {
-        fprintf(stderr, "out of memory (realloc to %zu bytes)\n", size);
-        abort();
-    }
-    p[0] = (unsigned char)size;
-    p[size - 1] = 1;
-    return p;
-}
+static void *block_resize(void *old, size_t size) { return touched(realloc(old, size), size, "realloc"); }
 
 /* One byte written in every 4 KiB, so that every page is really used. */
 static void write_pages(unsigned char *p, size_t size) {

@@ -28,14 +28,20 @@ impl Block {
         block
     }
 
-    /// Allocate `size` (at least 1) zero-filled bytes (`calloc`), check that the first
-    /// byte is zero and write a byte at each end.
+    /// Allocate `size` (at least 1) zero-filled bytes (`calloc`), check that the bytes at
+    /// both ends are zero and write a byte at each end.
     pub fn new_zeroed(size: usize) -> Block {
         let layout = layout(size);
         // SAFETY: the layout has a non-zero size.
         let block = Block::own(unsafe { alloc_zeroed(layout) }, layout);
-        // SAFETY: the block holds at least one byte.
-        assert_eq!(unsafe { block.ptr.as_ptr().read() }, 0, "calloc'd memory");
+        // SAFETY: both offsets are inside the block's `size` (at least 1) bytes.
+        let ends = unsafe {
+            [
+                block.ptr.as_ptr().read(),
+                block.ptr.as_ptr().add(block.size - 1).read(),
+            ]
+        };
+        assert_eq!(ends, [0, 0], "alloc_zeroed gave memory that is not zero");
         block.write_ends();
         block
     }

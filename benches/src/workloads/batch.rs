@@ -106,7 +106,7 @@ mod tests {
     fn batches_add_up_to_the_operations() {
         assert_eq!(
             schedule(250_000).collect::<Vec<_>>(),
-            [100_000, 10_000, 140_000]
+            [100_000, 10_000, 100_000, 40_000]
         );
         assert_eq!(schedule(0).count(), 0);
         assert_eq!(cross_thread(3_001), 3_002);
