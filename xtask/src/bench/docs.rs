@@ -56,8 +56,8 @@ fn section(paths: &Paths, meta: &Meta, summaries: &[Summary], notes: &[String]) 
     );
     let _ = writeln!(
         out,
-        "`cargo xtask {}` at commit `{}`, started {} (UTC), {} runs per workload and \
-         allocator, interleaved; hakmem's profile: {}.\n",
+        "`cargo xtask {}` at commit `{}`, started {} (UTC); runs per workload and \
+         allocator, interleaved: {}; hakmem's profile: {}.\n",
         m.command, m.git_commit, m.started, meta.runs, meta.hakmem_profile
     );
     let _ = writeln!(
@@ -72,13 +72,20 @@ fn section(paths: &Paths, meta: &Meta, summaries: &[Summary], notes: &[String]) 
         m.rustc,
         meta.gcc,
         m.load
+            .split_whitespace()
+            .take(3)
+            .collect::<Vec<_>>()
+            .join(" ")
     );
     let _ = writeln!(out, "C rows' `LD_PRELOAD` libraries:\n");
     for (allocator, lib) in &meta.preloads {
-        let _ = writeln!(out, "- {allocator}: `{}`", lib.replace(&root, ""));
-    }
-    if let Some(sources) = &meta.mimalloc3_sources {
-        let _ = writeln!(out, "- (mimalloc built from `{}`)", home_relative(sources));
+        let _ = write!(out, "- {allocator}: `{}`", lib.replace(&root, ""));
+        match &meta.mimalloc3_sources {
+            Some(sources) if allocator == "mimalloc" => {
+                let _ = writeln!(out, ", built from `{}`", home_relative(sources));
+            }
+            _ => out.push('\n'),
+        }
     }
     let _ = writeln!(out, "\n```text\n{}```\n", report::table(summaries));
     let _ = writeln!(
