@@ -392,9 +392,9 @@ static const workload_t WORKLOADS[] = {
     { "c-batch-rev", 1000000, batch_rev },
     { "c-batch-rand", 1000000, batch_rand },
     { "c-batch-xthread", 1000000, batch_xthread },
-    { "c-big-buffers", 100, big_buffers },
-    { "c-big-zeroed", 100, big_zeroed },
-    { "c-live-growth", 1500000, live_growth },
+    { "c-big-buffers", 64, big_buffers },
+    { "c-big-zeroed", 64, big_zeroed },
+    { "c-live-growth", 1000000, live_growth },
     { "c-realloc-xthread", 3000000, realloc_xthread },
 };
 enum { NUM_WORKLOADS = sizeof WORKLOADS / sizeof WORKLOADS[0] };

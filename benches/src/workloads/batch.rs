@@ -53,8 +53,10 @@ fn schedule(ops: u64) -> impl Iterator<Item = usize> {
 
 fn batches(ops: u64, order: Order) -> u64 {
     let mut rng = Rng::new(11);
+    // One array for all batches, as the C version has.
+    let mut batch = Vec::new();
     for n in schedule(ops) {
-        let mut batch = allocate(&mut rng, n);
+        allocate(&mut batch, &mut rng, n);
         match order {
             Order::Forward => batch.drain(..).for_each(drop),
             Order::Reverse => batch.drain(..).rev().for_each(drop),
@@ -67,8 +69,9 @@ fn batches(ops: u64, order: Order) -> u64 {
     ops
 }
 
-fn allocate(rng: &mut Rng, n: usize) -> Vec<Block> {
-    (0..n).map(|_| Block::new(mixed_size(rng))).collect()
+/// Append `n` new blocks to `batch`.
+fn allocate(batch: &mut Vec<Block>, rng: &mut Rng, n: usize) {
+    batch.extend((0..n).map(|_| Block::new(mixed_size(rng))));
 }
 
 /// Fisher-Yates.
@@ -87,10 +90,9 @@ pub fn cross_thread(ops: u64) -> u64 {
     on_threads(2, |t| {
         let mut rng = Rng::new(12 + t as u64);
         for &n in &halves {
-            *swap[t].lock().unwrap() = allocate(&mut rng, n);
+            allocate(&mut swap[t].lock().unwrap(), &mut rng, n);
             barrier.wait();
-            let theirs = std::mem::take(&mut *swap[1 - t].lock().unwrap());
-            drop(theirs);
+            swap[1 - t].lock().unwrap().drain(..).for_each(drop);
             // Both have taken their batch before either puts the next one in its place.
             barrier.wait();
         }

@@ -140,11 +140,11 @@ pub const WORKLOADS: &[Workload] = &[
     Workload::bench("batch-rev", 1_000_000, Run::Once(batch::reverse)),
     Workload::bench("batch-rand", 1_000_000, Run::Once(batch::random)),
     Workload::bench("batch-xthread", 1_000_000, Run::Once(batch::cross_thread)),
-    Workload::bench("big-buffers", 100, Run::Once(big::big_buffers)),
-    Workload::bench("big-zeroed", 100, Run::Once(big::big_zeroed)),
+    Workload::bench("big-buffers", 64, Run::Once(big::big_buffers)),
+    Workload::bench("big-zeroed", 64, Run::Once(big::big_zeroed)),
     Workload::bench(
         "live-growth",
-        1_500_000,
+        1_000_000,
         Run::Once(live_growth::live_growth),
     ),
     Workload::bench(
