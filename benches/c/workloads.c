@@ -1,5 +1,5 @@
 /*
- * The first workloads of `cargo xtask bench` in C, for running under LD_PRELOAD of a
+ * Workloads of `cargo xtask bench` in C, for running under LD_PRELOAD of a
  * malloc library (libhakmem.so, libmimalloc, libjemalloc) or none (glibc).
  * Same command line and output as the Rust binaries in benches/src:
  *
@@ -7,10 +7,11 @@
  *   c-workloads --which-malloc      "malloc_from=PATH": the library malloc resolved to
  *   c-workloads NAME [OPS]          "RESULT workload=NAME ops=... secs=... peak_rss_kb=..."
  *
- * Build: gcc -O2 -pthread -o c-workloads workloads.c
+ * Build: gcc -O2 -pthread -o c-workloads workloads.c -lm
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -46,10 +47,10 @@ static size_t rng_between(rng_t *r, size_t lo, size_t hi) {
 
 static volatile unsigned char sink;
 
-static void *block_new(size_t size) {
-    unsigned char *p = malloc(size);
+/* `p` (from an allocation of `size` bytes, for `what`), touched at both ends; abort if null. */
+static void *touched(unsigned char *p, size_t size, const char *what) {
     if (!p) {
-        fprintf(stderr, "out of memory (%zu bytes)\n", size);
+        fprintf(stderr, "out of memory (%s of %zu bytes)\n", what, size);
         abort();
     }
     p[0] = (unsigned char)size;
@@ -57,11 +58,31 @@ static void *block_new(size_t size) {
     return p;
 }
 
+static void *block_new(size_t size) { return touched(malloc(size), size, "malloc"); }
+
 static void block_free(void *p) {
     if (p) {
         sink = *(unsigned char *)p;
         free(p);
     }
+}
+
+/* calloc'd, its first and last bytes checked to be zero, then touched at both ends. */
+static void *block_new_zeroed(size_t size) {
+    unsigned char *p = calloc(1, size);
+    if (p && (p[0] != 0 || p[size - 1] != 0)) {
+        fprintf(stderr, "calloc(1, %zu) was not zero-filled\n", size);
+        abort();
+    }
+    return touched(p, size, "calloc");
+}
+
+/* realloc'd to `size` bytes, then touched at both ends. */
+static void *block_resize(void *old, size_t size) { return touched(realloc(old, size), size, "realloc"); }
+
+/* One byte written in every 4 KiB, so that every page is really used. */
+static void write_pages(unsigned char *p, size_t size) {
+    for (size_t offset = 0; offset < size; offset += 4096) p[offset] = (unsigned char)offset;
 }
 
 /* ---- slot churn: free a random slot, allocate a block of random size there ---- */
@@ -144,7 +165,32 @@ static uint64_t fixed_size(uint64_t ops) {
 
 enum { LARSON_SLOTS = 1000, LARSON_ROUND = 10000, LARSON_MAX_THREADS = 2 };
 
+/* How a thread replaces `ops` random blocks of an array. */
+typedef void (*replace_fn)(void **slots, size_t n, rng_t *rng, uint64_t ops);
+
+/* Larson's: a new block of 10..1000 bytes in place of the old one. */
+static void replace_small(void **slots, size_t n, rng_t *rng, uint64_t ops) {
+    churn(slots, n, rng, ops, (sizes_t){ 10, 1000 });
+}
+
+/* realloc-xthread's: one time in fifty a block is resized by realloc to 0.8 KiB..5 MiB
+ * (log-uniform; a block already bigger shrinks), otherwise replaced by one of 8..512 B. */
+static void replace_or_grow(void **slots, size_t n, rng_t *rng, uint64_t ops) {
+    const double lo = 800.0, hi = (double)(5 << 20);
+    for (uint64_t i = 0; i < ops; i++) {
+        void **slot = &slots[rng_below(rng, n)];
+        if (*slot && rng_below(rng, 50) == 0) {
+            double fraction = (double)rng_next(rng) / 18446744073709551616.0;
+            *slot = block_resize(*slot, (size_t)(lo * pow(hi / lo, fraction)));
+        } else {
+            block_free(*slot);
+            *slot = block_new(rng_between(rng, 8, 512));
+        }
+    }
+}
+
 typedef struct {
+    replace_fn replace;
     size_t threads;
     uint64_t round, rounds;
     void **arrays[LARSON_MAX_THREADS];
@@ -156,14 +202,13 @@ static void larson_worker(size_t t, void *arg) {
     rng_t rng = rng_new(t);
     for (uint64_t r = 0; r < l->rounds; r++) {
         /* In round r thread t works on array t + r: the arrays move one thread on. */
-        churn(l->arrays[(t + r) % l->threads], LARSON_SLOTS, &rng, l->round,
-              (sizes_t){ 10, 1000 });
+        l->replace(l->arrays[(t + r) % l->threads], LARSON_SLOTS, &rng, l->round);
         pthread_barrier_wait(&l->barrier);
     }
 }
 
-static uint64_t larson(uint64_t ops, size_t threads) {
-    larson_t l = { .threads = threads };
+static uint64_t larson(uint64_t ops, size_t threads, replace_fn replace) {
+    larson_t l = { .replace = replace, .threads = threads };
     uint64_t round = ops / threads;
     l.round = round < 1 ? 1 : round > LARSON_ROUND ? LARSON_ROUND : round;
     l.rounds = ops / (threads * l.round) ? ops / (threads * l.round) : 1;
@@ -175,8 +220,159 @@ static uint64_t larson(uint64_t ops, size_t threads) {
     return l.rounds * l.round * threads;
 }
 
-static uint64_t larson_1t(uint64_t ops) { return larson(ops, 1); }
-static uint64_t larson_2t(uint64_t ops) { return larson(ops, 2); }
+static uint64_t larson_1t(uint64_t ops) { return larson(ops, 1, replace_small); }
+static uint64_t larson_2t(uint64_t ops) { return larson(ops, 2, replace_small); }
+static uint64_t realloc_xthread(uint64_t ops) { return larson(ops, 2, replace_or_grow); }
+
+/* ---- batches: allocate many objects, then free them all (benches/src/workloads/batch.rs) ---- */
+
+/* Batch sizes in turn: mostly 10^5 objects, some 10^4 and 2 * 10^5. */
+static const uint64_t BATCHES[] = { 100000, 10000, 100000, 200000 };
+enum { NUM_BATCHES = sizeof BATCHES / sizeof BATCHES[0], MAX_BATCH = 200000 };
+
+/* Mostly 16..512 B (90 %), some 512 B..4 KiB (9.9 %), a few up to 64 KiB (0.1 %). */
+static size_t mixed_size(rng_t *rng) {
+    size_t k = rng_below(rng, 1000);
+    if (k == 0) return rng_between(rng, 4097, 64 << 10);
+    if (k < 100) return rng_between(rng, 513, 4096);
+    return rng_between(rng, 16, 512);
+}
+
+/* The size of the k-th batch when `*left` objects remain (0: done); takes it from `*left`. */
+static size_t next_batch(uint64_t *left, size_t k) {
+    uint64_t n = BATCHES[k % NUM_BATCHES] < *left ? BATCHES[k % NUM_BATCHES] : *left;
+    *left -= n;
+    return (size_t)n;
+}
+
+static void allocate_batch(void **batch, size_t n, rng_t *rng) {
+    for (size_t i = 0; i < n; i++) batch[i] = block_new(mixed_size(rng));
+}
+
+enum order { FORWARD, REVERSE, RANDOM };
+
+static uint64_t batches(uint64_t ops, enum order order) {
+    void **batch = malloc(MAX_BATCH * sizeof(void *));
+    rng_t rng = rng_new(11);
+    uint64_t left = ops;
+    for (size_t k = 0, n; (n = next_batch(&left, k)) > 0; k++) {
+        allocate_batch(batch, n, &rng);
+        if (order == RANDOM)
+            for (size_t i = n - 1; i > 0; i--) { /* Fisher-Yates */
+                size_t j = rng_below(&rng, i + 1);
+                void *x = batch[i];
+                batch[i] = batch[j];
+                batch[j] = x;
+            }
+        for (size_t i = 0; i < n; i++) block_free(batch[order == REVERSE ? n - 1 - i : i]);
+    }
+    free(batch);
+    return ops;
+}
+
+static uint64_t batch_fwd(uint64_t ops) { return batches(ops, FORWARD); }
+static uint64_t batch_rev(uint64_t ops) { return batches(ops, REVERSE); }
+static uint64_t batch_rand(uint64_t ops) { return batches(ops, RANDOM); }
+
+/* Two threads, each allocating half of every batch and freeing the other's half. */
+typedef struct {
+    uint64_t ops;
+    void **halves[2];
+    pthread_barrier_t barrier;
+} swap_t;
+
+static void swap_worker(size_t t, void *arg) {
+    swap_t *s = arg;
+    rng_t rng = rng_new(12 + t);
+    uint64_t left = s->ops;
+    for (size_t k = 0, n; (n = next_batch(&left, k)) > 0; k++) {
+        size_t half = (n + 1) / 2;
+        allocate_batch(s->halves[t], half, &rng);
+        pthread_barrier_wait(&s->barrier);
+        for (size_t i = 0; i < half; i++) block_free(s->halves[1 - t][i]);
+        /* Both have freed their batch before either puts the next one in its place. */
+        pthread_barrier_wait(&s->barrier);
+    }
+}
+
+static uint64_t batch_xthread(uint64_t ops) {
+    swap_t s = { .ops = ops };
+    for (size_t t = 0; t < 2; t++) s.halves[t] = malloc(MAX_BATCH / 2 * sizeof(void *));
+    pthread_barrier_init(&s.barrier, NULL, 2);
+    on_threads(2, swap_worker, &s);
+    pthread_barrier_destroy(&s.barrier);
+    uint64_t done = 0, left = ops;
+    for (size_t k = 0, n; (n = next_batch(&left, k)) > 0; k++) done += 2 * ((n + 1) / 2);
+    for (size_t t = 0; t < 2; t++) free(s.halves[t]);
+    return done;
+}
+
+/* ---- big buffers, every page written (benches/src/workloads/big.rs) ---- */
+
+enum { MIB = 1 << 20, BIG_GROUP = 4, ZEROED_RING = 20 };
+
+/* Groups of 4 buffers of 1..32 MiB, allocated and written, then freed together. */
+static uint64_t big_buffers(uint64_t ops) {
+    rng_t rng = rng_new(21);
+    void *group[BIG_GROUP];
+    size_t live = 0;
+    for (uint64_t done = 0; done < ops; done++) {
+        size_t size = rng_between(&rng, MIB, 32 * (size_t)MIB);
+        group[live] = block_new(size);
+        write_pages(group[live++], size);
+        if (live == BIG_GROUP || done + 1 == ops)
+            while (live > 0) block_free(group[--live]);
+    }
+    return ops;
+}
+
+/* A ring of 20 calloc'd buffers of 5..25 MiB: each op replaces the oldest, writing its pages. */
+static uint64_t big_zeroed(uint64_t ops) {
+    rng_t rng = rng_new(22);
+    void *ring[ZEROED_RING] = { 0 };
+    for (uint64_t done = 0; done < ops; done++) {
+        void **slot = &ring[done % ZEROED_RING];
+        block_free(*slot);
+        size_t size = rng_between(&rng, 5 * (size_t)MIB, 25 * (size_t)MIB);
+        *slot = block_new_zeroed(size);
+        write_pages(*slot, size);
+    }
+    for (size_t i = 0; i < ZEROED_RING; i++) block_free(ring[i]);
+    return ops;
+}
+
+/* ---- a live set growing to 200 MiB and shrinking (benches/src/workloads/live_growth.rs) ---- */
+
+typedef struct { void *p; size_t size; } sized_t;
+
+static uint64_t live_growth(uint64_t ops) {
+    const size_t high = (size_t)200 << 20, low = high / 16;
+    rng_t rng = rng_new(31);
+    size_t len = 0, cap = 1024, bytes = 0;
+    sized_t *live = malloc(cap * sizeof *live);
+    int growing = 1;
+    for (uint64_t done = 0; done < ops;) {
+        /* Growing: allocate, and free a random block one time in four. Shrinking: free a
+         * random block, and allocate one time in four. */
+        if (growing || rng_below(&rng, 4) == 0) {
+            if (len == cap) live = realloc(live, (cap *= 2) * sizeof *live);
+            size_t size = mixed_size(&rng);
+            live[len++] = (sized_t){ block_new(size), size };
+            bytes += size;
+            done++;
+        }
+        if ((!growing || rng_below(&rng, 4) == 0) && len > 0) {
+            size_t i = rng_below(&rng, len);
+            block_free(live[i].p);
+            bytes -= live[i].size;
+            live[i] = live[--len];
+        }
+        if ((growing && bytes >= high) || (!growing && bytes <= low)) growing = !growing;
+    }
+    while (len > 0) block_free(live[--len].p);
+    free(live);
+    return ops;
+}
 
 /* ---- the workloads by name, and the driver ---- */
 
@@ -192,6 +388,14 @@ static const workload_t WORKLOADS[] = {
     { "c-larson-1t", 10000000, larson_1t },
     { "c-larson-2t", 10000000, larson_2t },
     { "c-mid-large", 5000000, mid_large },
+    { "c-batch-fwd", 1000000, batch_fwd },
+    { "c-batch-rev", 1000000, batch_rev },
+    { "c-batch-rand", 1000000, batch_rand },
+    { "c-batch-xthread", 1000000, batch_xthread },
+    { "c-big-buffers", 64, big_buffers },
+    { "c-big-zeroed", 64, big_zeroed },
+    { "c-live-growth", 1000000, live_growth },
+    { "c-realloc-xthread", 3000000, realloc_xthread },
 };
 enum { NUM_WORKLOADS = sizeof WORKLOADS / sizeof WORKLOADS[0] };
 

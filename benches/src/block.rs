@@ -1,10 +1,12 @@
 //! A heap block obtained from the global allocator and touched like real data.
 
-use std::alloc::{alloc, dealloc, handle_alloc_error, Layout};
+use std::alloc::{alloc, alloc_zeroed, dealloc, handle_alloc_error, realloc, Layout};
 use std::ptr::NonNull;
 
 /// The alignment of every block: what `malloc` guarantees for small objects.
 const ALIGN: usize = 8;
+/// The page size the big-buffer workloads touch their buffers by.
+const PAGE: usize = 4096;
 
 /// `size` bytes from the global allocator, freed on drop. Its first and last bytes are
 /// written when it is made and read when it is freed, so the memory is really used.
@@ -19,19 +21,71 @@ unsafe impl Send for Block {}
 impl Block {
     /// Allocate `size` (at least 1) bytes and write a byte at each end.
     pub fn new(size: usize) -> Block {
-        let layout = Layout::from_size_align(size.max(1), ALIGN).expect("block size");
+        let layout = layout(size);
         // SAFETY: the layout has a non-zero size.
-        let ptr =
-            NonNull::new(unsafe { alloc(layout) }).unwrap_or_else(|| handle_alloc_error(layout));
-        // SAFETY: both offsets are inside the `layout.size()` bytes just allocated.
-        unsafe {
-            ptr.as_ptr().write(size as u8);
-            ptr.as_ptr().add(layout.size() - 1).write(1);
-        }
+        let block = Block::own(unsafe { alloc(layout) }, layout);
+        block.write_ends();
+        block
+    }
+
+    /// Allocate `size` (at least 1) zero-filled bytes (`calloc`), check that the bytes at
+    /// both ends are zero and write a byte at each end.
+    pub fn new_zeroed(size: usize) -> Block {
+        let layout = layout(size);
+        // SAFETY: the layout has a non-zero size.
+        let block = Block::own(unsafe { alloc_zeroed(layout) }, layout);
+        // SAFETY: both offsets are inside the block's `size` (at least 1) bytes.
+        let ends = unsafe {
+            [
+                block.ptr.as_ptr().read(),
+                block.ptr.as_ptr().add(block.size - 1).read(),
+            ]
+        };
+        assert_eq!(ends, [0, 0], "alloc_zeroed gave memory that is not zero");
+        block.write_ends();
+        block
+    }
+
+    /// Take ownership of what `alloc` returned for `layout`, failing if it is null.
+    fn own(ptr: *mut u8, layout: Layout) -> Block {
+        let ptr = NonNull::new(ptr).unwrap_or_else(|| handle_alloc_error(layout));
         Block {
             ptr,
             size: layout.size(),
         }
+    }
+
+    fn write_ends(&self) {
+        // SAFETY: both offsets are inside the block's `size` (at least 1) bytes.
+        unsafe {
+            self.ptr.as_ptr().write(self.size as u8);
+            self.ptr.as_ptr().add(self.size - 1).write(1);
+        }
+    }
+
+    /// Write one byte in every 4 KiB of the block, so that every page is really used.
+    pub fn write_pages(&mut self) {
+        for offset in (0..self.size).step_by(PAGE) {
+            // SAFETY: `offset` is inside the block's `size` bytes.
+            unsafe { self.ptr.as_ptr().add(offset).write(offset as u8) };
+        }
+    }
+
+    /// Grow or shrink the block to `size` (at least 1) bytes with `realloc`, then write a
+    /// byte at each end.
+    pub fn resize(&mut self, size: usize) {
+        let new = layout(size);
+        // SAFETY: `ptr` holds `self.size` bytes from the global allocator with this
+        // alignment, and the new size is non-zero; on success the old pointer is dead.
+        let ptr = unsafe { realloc(self.ptr.as_ptr(), layout(self.size), new.size()) };
+        self.ptr = NonNull::new(ptr).unwrap_or_else(|| handle_alloc_error(new));
+        self.size = new.size();
+        self.write_ends();
+    }
+
+    /// Its size in bytes.
+    pub fn size(&self) -> usize {
+        self.size
     }
 
     /// The block's memory, no longer freed on drop: its address and size.
@@ -62,4 +116,9 @@ impl Drop for Block {
             );
         }
     }
+}
+
+/// The layout of a block of `size` bytes (at least 1).
+fn layout(size: usize) -> Layout {
+    Layout::from_size_align(size.max(1), ALIGN).expect("block size")
 }

@@ -2,6 +2,9 @@
 //! array, then hands the array on to the next thread, so blocks are freed by threads other
 //! than the one that allocated them.
 //!
+//! `realloc-xthread` runs the same with another replacement: blocks of 8..512 bytes, 2 %
+//! of them grown by `realloc` to 0.8 KiB..5 MiB.
+//!
 //! The threads live as long as the session: thread 0 is the caller's, the others wait for
 //! orders between steps, so a soak sees the same threads (and thread caches) throughout.
 
@@ -18,17 +21,50 @@ const SLOTS: usize = 1000;
 const ROUND: u64 = 10_000;
 
 pub fn one_thread(_: &Setup) -> Box<dyn Session> {
-    Box::new(Larson::new(1))
+    Box::new(Larson::new(1, replace_small))
 }
 
 pub fn two_threads(_: &Setup) -> Box<dyn Session> {
-    Box::new(Larson::new(2))
+    Box::new(Larson::new(2, replace_small))
+}
+
+pub fn realloc_two_threads(_: &Setup) -> Box<dyn Session> {
+    Box::new(Larson::new(2, replace_or_grow))
+}
+
+/// How a thread replaces `ops` random blocks of an array.
+type Replace = fn(&mut [Option<Block>], &mut Rng, u64);
+
+/// Larson's: a new block of 10..1000 bytes in place of the old one.
+fn replace_small(slots: &mut [Option<Block>], rng: &mut Rng, ops: u64) {
+    churn(slots, rng, ops, (10, 1000));
+}
+
+/// One time in fifty a block is resized by `realloc` to 0.8 KiB..5 MiB (log-uniform, so
+/// every size range gets its share; a block already bigger shrinks); otherwise it is
+/// replaced by a new one of 8..512 bytes.
+fn replace_or_grow(slots: &mut [Option<Block>], rng: &mut Rng, ops: u64) {
+    const GROWN: (f64, f64) = (800.0, (5 << 20) as f64);
+    for _ in 0..ops {
+        let slot = &mut slots[rng.below(slots.len())];
+        match slot {
+            Some(block) if rng.below(50) == 0 => {
+                let fraction = rng.next_u64() as f64 / 2f64.powi(64);
+                block.resize((GROWN.0 * (GROWN.1 / GROWN.0).powf(fraction)) as usize);
+            }
+            _ => {
+                drop(slot.take());
+                *slot = Some(Block::new(rng.between((8, 512))));
+            }
+        }
+    }
 }
 
 /// What the threads share: the arrays that move from thread to thread.
 struct Shared {
     arrays: Vec<Mutex<Vec<Option<Block>>>>,
     barrier: Barrier,
+    replace: Replace,
 }
 
 /// One thread's part: its random numbers and the rounds it has done, which say the array
@@ -56,7 +92,7 @@ impl Worker {
             let mut array = shared.arrays[(self.t + self.rounds_done) % n]
                 .lock()
                 .unwrap();
-            churn(&mut array, &mut self.rng, round, (10, 1000));
+            (shared.replace)(&mut array, &mut self.rng, round);
             drop(array);
             shared.barrier.wait();
             self.rounds_done += 1;
@@ -75,12 +111,13 @@ struct Larson {
 }
 
 impl Larson {
-    fn new(threads: usize) -> Larson {
+    fn new(threads: usize, replace: Replace) -> Larson {
         let shared = Arc::new(Shared {
             arrays: (0..threads)
                 .map(|_| Mutex::new(empty_slots(SLOTS)))
                 .collect(),
             barrier: Barrier::new(threads),
+            replace,
         });
         let (done_tx, done) = channel();
         let helpers = (1..threads)

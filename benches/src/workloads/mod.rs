@@ -2,9 +2,12 @@
 //! how many it did; a soak (see [`crate::soak`]) keeps a [`Session`] going for as long as
 //! it is asked to.
 
+mod batch;
+mod big;
 mod churn;
 mod fixed;
 mod larson;
+mod live_growth;
 mod phases;
 mod producer_consumer;
 mod realloc;
@@ -133,6 +136,22 @@ pub const WORKLOADS: &[Workload] = &[
     ),
     Workload::bench("large", 300_000, Run::Once(churn::large)),
     Workload::bench("thread-churn", 5_000_000, Run::Once(churn::thread_churn)),
+    Workload::bench("batch-fwd", 1_000_000, Run::Once(batch::forward)),
+    Workload::bench("batch-rev", 1_000_000, Run::Once(batch::reverse)),
+    Workload::bench("batch-rand", 1_000_000, Run::Once(batch::random)),
+    Workload::bench("batch-xthread", 1_000_000, Run::Once(batch::cross_thread)),
+    Workload::bench("big-buffers", 64, Run::Once(big::big_buffers)),
+    Workload::bench("big-zeroed", 64, Run::Once(big::big_zeroed)),
+    Workload::bench(
+        "live-growth",
+        1_000_000,
+        Run::Once(live_growth::live_growth),
+    ),
+    Workload::bench(
+        "realloc-xthread",
+        3_000_000,
+        Run::Session(larson::realloc_two_threads),
+    ),
     Workload::soak("phases", phases::plain),
     Workload {
         needs_trim: true,
@@ -189,7 +208,7 @@ mod tests {
 
     #[test]
     fn sessions_keep_going_step_after_step() {
-        for name in ["random-mixed", "larson-1t", "larson-2t"] {
+        for name in ["random-mixed", "larson-1t", "larson-2t", "realloc-xthread"] {
             let mut s = find(name)
                 .expect("listed")
                 .start(&Setup::default())

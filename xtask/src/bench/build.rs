@@ -1,13 +1,15 @@
 //! Building what the runs need: the Rust workload binaries (required), and for the C
-//! rows the C workload program and `libhakmem.so` (optional: a failure becomes a note).
+//! rows the C workload program, `libhakmem.so` and mimalloc 3's shared object (optional:
+//! a failure becomes a note).
 
 use std::path::PathBuf;
 use std::process::Command;
 
 use anyhow::Result;
 
+use super::mimalloc3;
 use crate::shared::build::{cargo_build, workload_programs};
-use crate::shared::Paths;
+use crate::shared::{Allocator, Paths};
 
 /// What was built; `Err` holds why an optional part is missing.
 pub struct Built {
@@ -15,13 +17,18 @@ pub struct Built {
     pub rust_bins: PathBuf,
     pub c_program: Result<PathBuf, String>,
     pub libhakmem: Result<PathBuf, String>,
+    /// The C rows' mimalloc (see [`mimalloc3`]).
+    pub mimalloc3: Result<mimalloc3::Mimalloc3, String>,
 }
 
 const C_SOURCE: &str = "benches/c/workloads.c";
 
-pub fn build(paths: &Paths, want_c: bool, want_hakmem_so: bool) -> Result<Built> {
+pub fn build(paths: &Paths, want_c: bool, allocators: &[Allocator]) -> Result<Built> {
     let rust_bins = workload_programs(paths)?;
-    let not_selected = || Err("no C workload selected".to_string());
+    let wanted = |a: Allocator| want_c && allocators.contains(&a);
+    fn not_selected<T>() -> Result<T, String> {
+        Err("no C workload selected".to_string())
+    }
     Ok(Built {
         rust_bins,
         c_program: if want_c {
@@ -29,8 +36,13 @@ pub fn build(paths: &Paths, want_c: bool, want_hakmem_so: bool) -> Result<Built>
         } else {
             not_selected()
         },
-        libhakmem: if want_c && want_hakmem_so {
+        libhakmem: if wanted(Allocator::Hakmem) {
             build_libhakmem(paths)
+        } else {
+            not_selected()
+        },
+        mimalloc3: if wanted(Allocator::Mimalloc) {
+            mimalloc3::build(paths)
         } else {
             not_selected()
         },
@@ -42,7 +54,7 @@ fn build_libhakmem(paths: &Paths) -> Result<PathBuf, String> {
     existing(paths.release().join("libhakmem.so"))
 }
 
-/// `gcc -O2 -pthread` the C workloads into `target/bench/c-workloads`.
+/// `gcc -O2 -pthread` the C workloads into `target/bench/c-workloads` (with `-lm`).
 fn compile_c(paths: &Paths) -> Result<PathBuf, String> {
     let out = paths.bench().join("c-workloads");
     std::fs::create_dir_all(paths.bench()).map_err(|e| e.to_string())?;
@@ -50,6 +62,7 @@ fn compile_c(paths: &Paths) -> Result<PathBuf, String> {
         .args(["-O2", "-pthread", "-o"])
         .arg(&out)
         .arg(paths.root.join(C_SOURCE))
+        .arg("-lm")
         .status()
         .map_err(|e| format!("gcc not found ({e}): sudo apt-get install -y gcc"))?;
     if !status.success() {

@@ -4,6 +4,7 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
+use super::build::Built;
 use super::plan::Plan;
 use super::BenchArgs;
 use crate::shared::machine::{first_line, Machine};
@@ -19,10 +20,12 @@ pub struct Meta {
     pub hakmem_profile: String,
     /// The `LD_PRELOAD` library of each allocator in the C rows (or why none).
     pub preloads: BTreeMap<String, String>,
+    /// The sources the C rows' mimalloc (mimalloc 3) was built from, if it was.
+    pub mimalloc3_sources: Option<String>,
 }
 
 impl Meta {
-    pub fn now(args: &BenchArgs, plan: &Plan) -> Meta {
+    pub fn now(args: &BenchArgs, plan: &Plan, built: &Built) -> Meta {
         let preloads = plan.preloads.iter().map(|(a, lib)| {
             let lib = match lib {
                 Ok(Some(path)) => path.display().to_string(),
@@ -37,6 +40,11 @@ impl Meta {
             gcc: first_line("gcc", &["--version"]),
             hakmem_profile: Profile::describe(args.profile),
             preloads: preloads.collect(),
+            mimalloc3_sources: built
+                .mimalloc3
+                .as_ref()
+                .ok()
+                .map(|m| m.sources.display().to_string()),
         }
     }
 }

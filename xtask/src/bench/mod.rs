@@ -4,7 +4,9 @@
 
 mod build;
 mod chart;
+mod docs;
 mod meta;
+mod mimalloc3;
 mod plan;
 mod preload;
 mod report;
@@ -44,6 +46,11 @@ pub struct BenchArgs {
     /// it they get the environment's HAKMEM_PROFILE, if any).
     #[arg(long, value_enum)]
     profile: Option<Profile>,
+    /// Put the run's table, with the commit, time and machine, between the
+    /// `<!-- bench:begin -->` and `<!-- bench:end -->` markers of docs/BENCHMARKS.md, and
+    /// its chart into docs/bench-chart.svg.
+    #[arg(long)]
+    write_docs: bool,
 }
 
 impl BenchArgs {
@@ -65,18 +72,14 @@ impl BenchArgs {
 pub fn run(args: BenchArgs) -> Result<ExitCode> {
     let paths = Paths::new();
     let allocators = args.allocators();
-    let built = build::build(
-        &paths,
-        args.wants_c(),
-        allocators.contains(&Allocator::Hakmem),
-    )?;
+    let built = build::build(&paths, args.wants_c(), &allocators)?;
     let plan = plan::plan(&args, &allocators, &built)?;
     ensure!(
         !plan.workloads.is_empty(),
         "nothing to run: {}",
         plan.notes.join("; ")
     );
-    let started = meta::Meta::now(&args, &plan);
+    let started = meta::Meta::now(&args, &plan, &built);
     let timeout = Duration::from_secs(args.timeout);
     let outcomes = run::run_all(&plan, args.runs(), timeout, args.profile);
     let summaries = summary::summarize(&plan, outcomes);
@@ -84,6 +87,15 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
     let dir = output::run_dir(&paths.bench(), &started.machine)?;
     report::write_all(&dir, &started, &summaries, &plan.notes)?;
     chart::write(&dir.join("chart.svg"), &summaries, &allocators)?;
+    if args.write_docs {
+        docs::write(
+            &paths,
+            &started,
+            &summaries,
+            &plan.notes,
+            &dir.join("chart.svg"),
+        )?;
+    }
     println!(
         "\nresults: {}/{{results.json,results.csv,chart.svg}}",
         dir.display()

@@ -48,8 +48,14 @@ pub fn plan(args: &BenchArgs, allocators: &[Allocator], built: &Built) -> Result
     let rust = list(&built.rust_bins.join("bench-system"))?;
     let scale = scale(args.ops, &rust)?;
     let rust_setup = |a: Allocator| Ok((built.rust_bins.join(format!("bench-{}", a.name())), None));
+    // The allocators with only a C library have no row in the Rust workloads.
+    let rust_allocators: Vec<Allocator> = allocators
+        .iter()
+        .copied()
+        .filter(|a| a.has_rust_program())
+        .collect();
     let mut plan = Plan {
-        workloads: suite(&rust, rust_setup, args, allocators, scale),
+        workloads: suite(&rust, rust_setup, args, &rust_allocators, scale),
         notes: Vec::new(),
         preloads: Vec::new(),
     };
@@ -76,7 +82,7 @@ fn plan_c(
 ) -> Result<Listing> {
     let c = list(program)?;
     for &a in allocators {
-        let lib = preload::preload(a, &built.libhakmem, program);
+        let lib = preload::preload(a, built, program);
         if let Err(why) = &lib {
             plan.notes
                 .push(format!("C rows of {} skipped: {why}", a.name()));
@@ -105,6 +111,9 @@ fn suite(
     scale: f64,
 ) -> Vec<WorkloadPlan> {
     let selected = |name: &str| args.workload.is_empty() || args.workload.iter().any(|w| w == name);
+    if allocators.is_empty() {
+        return Vec::new();
+    }
     listing
         .iter()
         .filter(|(name, _)| selected(name))

@@ -1,29 +1,38 @@
-//! The `LD_PRELOAD` libraries of the C rows: `libhakmem.so` as built here, mimalloc and
-//! jemalloc from their Debian packages, none for the system allocator. Each is checked
-//! to really take over `malloc` before any row relies on it.
+//! The `LD_PRELOAD` libraries of the C rows: `libhakmem.so` and mimalloc 3 as built
+//! here, mimalloc 2, jemalloc and tcmalloc from their Debian packages, none for the system
+//! allocator. Each is checked to really take over `malloc` before any row relies on it.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use super::build::Built;
 use crate::shared::Allocator;
 
 /// The shared libraries of the Debian packages, and the packages.
-const MIMALLOC: (&str, &str) = ("libmimalloc.so.2", "libmimalloc2.0");
+const MIMALLOC2: (&str, &str) = ("libmimalloc.so.2", "libmimalloc2.0");
 const JEMALLOC: (&str, &str) = ("libjemalloc.so.2", "libjemalloc2");
+const TCMALLOC: (&str, &str) = ("libtcmalloc_minimal.so.4", "libtcmalloc-minimal4");
 
 /// The library to preload for `allocator` (`None`: run as is), or why there is none.
 pub fn preload(
     allocator: Allocator,
-    libhakmem: &Result<PathBuf, String>,
+    built: &Built,
     c_program: &Path,
 ) -> Result<Option<PathBuf>, String> {
     let lib = match allocator {
         Allocator::System => return Ok(None),
-        Allocator::Hakmem => libhakmem
+        Allocator::Hakmem => built
+            .libhakmem
             .clone()
             .map_err(|e| format!("no libhakmem.so: {e}"))?,
-        Allocator::Mimalloc => debian_lib(MIMALLOC)?,
+        Allocator::Mimalloc => built
+            .mimalloc3
+            .as_ref()
+            .map(|m| m.lib.clone())
+            .map_err(|e| format!("no mimalloc 3 library: {e}"))?,
+        Allocator::Mimalloc2 => debian_lib(MIMALLOC2)?,
         Allocator::Jemalloc => debian_lib(JEMALLOC)?,
+        Allocator::Tcmalloc => debian_lib(TCMALLOC)?,
     };
     check_interposes(c_program, &lib)?;
     Ok(Some(lib))

@@ -1,4 +1,5 @@
-//! The results as a table on the terminal and as JSON and CSV files.
+//! The results as a table on the terminal (also what `--write-docs` puts in
+//! docs/BENCHMARKS.md) and as JSON and CSV files.
 
 use std::path::Path;
 
@@ -6,34 +7,27 @@ use anyhow::Result;
 use serde::Serialize;
 
 use super::meta::Meta;
-use super::summary::{Stats, Summary};
+use super::summary::{self, Stats, Summary};
 use crate::shared::output::{self, csv_field};
 use crate::shared::table::{align, mib, si};
+use crate::shared::Allocator;
 
-const HEADER: [&str; 8] = [
+const HEADER: [&str; 9] = [
     "workload",
     "allocator",
     "ops/s",
     "min..max",
     "CV",
     "vs mimalloc",
+    "time/best",
     "peak RSS",
     "OS calls/op",
 ];
 
 pub fn print_table(summaries: &[Summary], notes: &[String]) {
-    let mut rows = vec![HEADER.map(String::from)];
-    let mut last_workload = "";
-    for s in summaries {
-        let workload = if s.workload == last_workload {
-            ""
-        } else {
-            &s.workload
-        };
-        last_workload = &s.workload;
-        rows.push(row(workload, s));
-    }
-    println!("\n{}", align(&rows, 2));
+    println!("\n{}", table(summaries));
+    println!("hakmem's median time / the best allocator's, per workload:");
+    println!("{}", hakmem_vs_best(summaries));
     for note in notes {
         println!("note: {note}");
     }
@@ -47,23 +41,69 @@ pub fn print_table(summaries: &[Summary], notes: &[String]) {
     }
 }
 
-fn row(workload: &str, s: &Summary) -> [String; 8] {
+/// One row per (workload, allocator), the workload named on its first row only.
+pub fn table(summaries: &[Summary]) -> String {
+    let mut rows = vec![HEADER.map(String::from)];
+    let mut last_workload = "";
+    for s in summaries {
+        let workload = if s.workload == last_workload {
+            ""
+        } else {
+            &s.workload
+        };
+        last_workload = &s.workload;
+        rows.push(row(workload, s));
+    }
+    align(&rows, 2)
+}
+
+/// Per workload, hakmem's `time/best` and the best allocator: `c-batch-fwd  1.35x  tcmalloc`.
+pub fn hakmem_vs_best(summaries: &[Summary]) -> String {
+    let mut rows = vec![["workload", "hakmem", "best"].map(String::from)];
+    for workload in summaries.chunk_by(|a, b| a.workload == b.workload) {
+        let hakmem = workload
+            .iter()
+            .find(|s| s.allocator == Allocator::Hakmem)
+            .and_then(|s| s.stats.as_ref());
+        let (Some(hakmem), Some(best)) = (hakmem, summary::best(workload)) else {
+            continue;
+        };
+        rows.push([
+            workload[0].workload.clone(),
+            format!("{:.2}x", hakmem.time_vs_best),
+            best.allocator.name().to_string(),
+        ]);
+    }
+    align(&rows, 1)
+}
+
+fn row(workload: &str, s: &Summary) -> [String; 9] {
     let cells = match (&s.stats, &s.skipped) {
         (Some(st), _) => stat_cells(st, s.failures.len()),
         (None, Some(_)) => only_first("skipped (see notes)"),
         (None, None) => only_first("FAILED"),
     };
-    let [a, b, c, d, e, f] = cells;
-    [workload.into(), s.allocator.name().into(), a, b, c, d, e, f]
+    let [a, b, c, d, e, f, g] = cells;
+    [
+        workload.into(),
+        s.allocator.name().into(),
+        a,
+        b,
+        c,
+        d,
+        e,
+        f,
+        g,
+    ]
 }
 
-fn only_first(text: &str) -> [String; 6] {
-    let mut cells = <[String; 6]>::default();
+fn only_first(text: &str) -> [String; 7] {
+    let mut cells = <[String; 7]>::default();
     cells[0] = text.to_string();
     cells
 }
 
-fn stat_cells(st: &Stats, failures: usize) -> [String; 6] {
+fn stat_cells(st: &Stats, failures: usize) -> [String; 7] {
     let failed = if failures > 0 {
         format!(" ({failures} failed)")
     } else {
@@ -74,6 +114,10 @@ fn stat_cells(st: &Stats, failures: usize) -> [String; 6] {
         format!("{}..{}", si(st.min_ops_per_sec), si(st.max_ops_per_sec)),
         format!("{:.1}%", st.cv * 100.0),
         st.vs_mimalloc.map_or("-".into(), |r| format!("{r:.2}x")),
+        match st.time_vs_best {
+            1.0 => "best".into(),
+            r => format!("{r:.2}x"),
+        },
         mib(st.peak_rss_kb),
         st.os_calls_per_op.map_or("-".into(), calls_per_op),
     ]
@@ -107,7 +151,7 @@ pub fn write_all(dir: &Path, meta: &Meta, summaries: &[Summary], notes: &[String
 fn csv(summaries: &[Summary]) -> String {
     let mut out = String::from(
         "workload,allocator,ops,runs,failures,median_ops_per_sec,min_ops_per_sec,max_ops_per_sec,\
-         cv,vs_mimalloc,peak_rss_kb,os_calls_per_op,skipped\n",
+         cv,vs_mimalloc,median_secs,time_vs_best,peak_rss_kb,os_calls_per_op,skipped\n",
     );
     for s in summaries {
         let st = s.stats.as_ref();
@@ -124,6 +168,8 @@ fn csv(summaries: &[Summary]) -> String {
             stat(|st| st.max_ops_per_sec),
             stat(|st| st.cv),
             num(st.and_then(|st| st.vs_mimalloc)),
+            stat(|st| st.median_secs),
+            stat(|st| st.time_vs_best),
             stat(|st| st.peak_rss_kb as f64),
             num(st.and_then(|st| st.os_calls_per_op)),
             csv_field(s.skipped.as_deref().unwrap_or("")),

@@ -1,5 +1,6 @@
 //! From samples to the figures reported per (workload, allocator): median ops/s, range,
-//! coefficient of variation, ratio to mimalloc, peak RSS, OS calls per operation.
+//! coefficient of variation, ratio to mimalloc, median time against the best allocator's,
+//! peak RSS, OS calls per operation.
 
 use serde::Serialize;
 
@@ -32,6 +33,11 @@ pub struct Stats {
     pub cv: f64,
     /// Median ops/s over mimalloc's median on the same workload.
     pub vs_mimalloc: Option<f64>,
+    /// Median seconds of a run.
+    pub median_secs: f64,
+    /// Median seconds over the best (lowest) median seconds of any allocator on the same
+    /// workload: 1 for the best, 1.25 for one that takes a quarter longer.
+    pub time_vs_best: f64,
     /// Median over runs of the child's `VmHWM`.
     pub peak_rss_kb: u64,
     /// Median over runs of OS calls after warm-up per operation (hakmem, Rust only).
@@ -64,14 +70,28 @@ fn set_ratios(workload: &mut [Summary]) {
         .find(|s| s.allocator == Allocator::Mimalloc)
         .and_then(|s| s.stats.as_ref())
         .map(|s| s.median_ops_per_sec);
+    let best = best(workload).map(|s| s.stats.as_ref().expect("has stats").median_secs);
     for stats in workload.iter_mut().filter_map(|s| s.stats.as_mut()) {
         stats.vs_mimalloc = mimalloc.map(|m| stats.median_ops_per_sec / m);
+        stats.time_vs_best = best.map_or(1.0, |b| stats.median_secs / b.max(1e-9));
     }
+}
+
+/// The allocator with the lowest median time among the summaries of one workload.
+pub fn best(workload: &[Summary]) -> Option<&Summary> {
+    workload
+        .iter()
+        .filter(|s| s.stats.is_some())
+        .min_by(|a, b| {
+            let secs = |s: &Summary| s.stats.as_ref().map_or(f64::INFINITY, |st| st.median_secs);
+            secs(a).total_cmp(&secs(b))
+        })
 }
 
 fn stats(samples: &[Sample]) -> Option<Stats> {
     let rates: Vec<f64> = samples.iter().map(Sample::ops_per_sec).collect();
     let rss: Vec<f64> = samples.iter().map(|s| s.peak_rss_kb as f64).collect();
+    let secs: Vec<f64> = samples.iter().map(|s| s.secs).collect();
     let calls: Vec<f64> = samples
         .iter()
         .filter_map(|s| s.os_calls.map(|c| c as f64 / s.ops.max(1) as f64))
@@ -83,6 +103,8 @@ fn stats(samples: &[Sample]) -> Option<Stats> {
         max_ops_per_sec: rates.iter().copied().fold(0.0, f64::max),
         cv: cv(&rates),
         vs_mimalloc: None,
+        median_secs: median(&secs)?,
+        time_vs_best: 1.0,
         peak_rss_kb: median(&rss)? as u64,
         os_calls_per_op: median(&calls),
     })

@@ -3,25 +3,44 @@
 use clap::ValueEnum;
 use serde::Serialize;
 
+/// An allocator under comparison. `mimalloc` is mimalloc 3 on both sides: the `mimalloc`
+/// crate in the Rust rows, the same C sources built into a shared object for the C rows.
+/// `mimalloc2` (Debian's mimalloc 2.0.9) and `tcmalloc` have C rows only.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Allocator {
     Hakmem,
     Mimalloc,
+    Mimalloc2,
     Jemalloc,
+    Tcmalloc,
     System,
 }
 
 impl Allocator {
-    pub const ALL: [Allocator; 4] = [Self::Hakmem, Self::Mimalloc, Self::Jemalloc, Self::System];
+    pub const ALL: [Allocator; 6] = [
+        Self::Hakmem,
+        Self::Mimalloc,
+        Self::Mimalloc2,
+        Self::Jemalloc,
+        Self::Tcmalloc,
+        Self::System,
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
             Self::Hakmem => "hakmem",
             Self::Mimalloc => "mimalloc",
+            Self::Mimalloc2 => "mimalloc2",
             Self::Jemalloc => "jemalloc",
+            Self::Tcmalloc => "tcmalloc",
             Self::System => "system",
         }
+    }
+
+    /// Whether it has a Rust workload program (`bench-NAME`); the others run C rows only.
+    pub fn has_rust_program(self) -> bool {
+        !matches!(self, Self::Mimalloc2 | Self::Tcmalloc)
     }
 }
 

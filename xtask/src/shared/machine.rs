@@ -10,9 +10,14 @@ pub struct Machine {
     /// UTC, `YYYY-MM-DDTHH:MM:SSZ`.
     pub started: String,
     pub command: String,
+    /// `git rev-parse --short HEAD`, with `-dirty` if tracked files have changes.
     pub git_commit: String,
     pub cpu: String,
     pub cores: usize,
+    /// `MemTotal` of `/proc/meminfo`, in KiB.
+    pub memory_kb: u64,
+    /// `PRETTY_NAME` of `/etc/os-release`.
+    pub os: String,
     pub kernel: String,
     pub rustc: String,
     /// `/proc/loadavg` at the start: how busy the machine was.
@@ -24,9 +29,11 @@ impl Machine {
         Machine {
             started: utc_timestamp(unix_now()),
             command: std::env::args().skip(1).collect::<Vec<_>>().join(" "),
-            git_commit: first_line("git", &["describe", "--always", "--dirty"]),
+            git_commit: git_commit(),
             cpu: cpu_model(),
             cores: std::thread::available_parallelism().map_or(0, |n| n.get()),
+            memory_kb: memory_kb(),
+            os: os_name(),
             kernel: read_trimmed("/proc/sys/kernel/osrelease"),
             rustc: first_line("rustc", &["--version"]),
             load: read_trimmed("/proc/loadavg"),
@@ -79,6 +86,42 @@ pub fn first_line(program: &str, args: &[&str]) -> String {
 
 fn read_trimmed(path: &str) -> String {
     std::fs::read_to_string(path).map_or_else(|_| "unknown".to_string(), |s| s.trim().to_string())
+}
+
+fn git_commit() -> String {
+    let head = first_line("git", &["rev-parse", "--short", "HEAD"]);
+    let changes = first_line("git", &["status", "--porcelain", "--untracked-files=no"]);
+    match changes.as_str() {
+        // No output at all: `first_line` has no line to give.
+        "unknown" => head,
+        _ => format!("{head}-dirty"),
+    }
+}
+
+fn memory_kb() -> u64 {
+    let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
+    meminfo
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("MemTotal:")?
+                .trim()
+                .strip_suffix("kB")?
+                .trim()
+                .parse()
+                .ok()
+        })
+        .unwrap_or(0)
+}
+
+fn os_name() -> String {
+    let release = std::fs::read_to_string("/etc/os-release").unwrap_or_default();
+    release
+        .lines()
+        .find_map(|l| l.strip_prefix("PRETTY_NAME="))
+        .map_or_else(
+            || "unknown".to_string(),
+            |n| n.trim_matches('"').to_string(),
+        )
 }
 
 fn cpu_model() -> String {

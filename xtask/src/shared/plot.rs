@@ -16,7 +16,9 @@ pub fn color(a: Allocator, profile: Option<Profile>) -> RGBColor {
         (Allocator::Hakmem, Some(Profile::Balanced)) => RGBColor(255, 127, 14),
         (Allocator::Hakmem, Some(Profile::Lean)) => RGBColor(148, 103, 189),
         (Allocator::Mimalloc, _) => RGBColor(31, 119, 180),
+        (Allocator::Mimalloc2, _) => RGBColor(23, 190, 207),
         (Allocator::Jemalloc, _) => RGBColor(44, 160, 44),
+        (Allocator::Tcmalloc, _) => RGBColor(140, 86, 75),
         (Allocator::System, _) => RGBColor(140, 140, 140),
     }
 }

@@ -34,10 +34,12 @@ pub struct SoakArgs {
     /// figures [default: a tenth of the duration, at least one epoch].
     #[arg(long, value_parser = units::duration)]
     warm_up: Option<Duration>,
-    /// Workloads, comma-separated: random-mixed, larson-1t, larson-2t, phases, phases-trim.
+    /// Workloads, comma-separated: random-mixed, larson-1t, larson-2t, realloc-xthread,
+    /// phases, phases-trim.
     #[arg(long, value_delimiter = ',', default_value = "random-mixed")]
     workload: Vec<String>,
-    /// Allocators, comma-separated (default: all).
+    /// Allocators, comma-separated (default: all that have a Rust program: hakmem,
+    /// mimalloc, jemalloc, system).
     #[arg(long, value_delimiter = ',', value_enum)]
     allocator: Vec<Allocator>,
     /// hakmem's profiles, comma-separated: one hakmem run per profile (default: one run
@@ -62,9 +64,14 @@ impl SoakArgs {
         (warm_up.as_secs_f64() / self.epoch.as_secs_f64()).ceil() as usize
     }
 
-    /// The selected allocators, each once, in the order given.
+    /// The selected allocators, each once, in the order given (default: those with a
+    /// Rust workload program, the only ones that soak).
     fn allocators(&self) -> Vec<Allocator> {
-        unique_or_all(&self.allocator, &Allocator::ALL)
+        let rust: Vec<Allocator> = Allocator::ALL
+            .into_iter()
+            .filter(|a| a.has_rust_program())
+            .collect();
+        unique_or_all(&self.allocator, &rust)
     }
 
     /// hakmem's profiles, each once; `[None]` (the environment's) when none is given.

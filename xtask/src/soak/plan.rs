@@ -45,6 +45,11 @@ pub fn plan(args: &SoakArgs, programs: &Path) -> Result<Plan> {
     let allocators = args.allocators();
     let mut listings = Vec::new();
     for &a in &allocators {
+        ensure!(
+            a.has_rust_program(),
+            "{} has C rows in `cargo xtask bench` only; soak runs the Rust programs",
+            a.name()
+        );
         listings.push((a, list(&programs.join(format!("bench-{}", a.name())))?));
     }
     let mut plan = Plan {

@@ -1,0 +1,39 @@
+//! Big buffers, every page of them written: a program's I/O buffers, images, matrices.
+//! One operation is one buffer allocated, written and freed.
+
+use super::churn::empty_slots;
+use crate::{Block, Rng};
+
+const MIB: usize = 1 << 20;
+
+/// Groups of 4 buffers of 1..32 MiB: allocated and written one after the other, then
+/// freed together.
+pub fn big_buffers(ops: u64) -> u64 {
+    const GROUP: u64 = 4;
+    let mut rng = Rng::new(21);
+    let mut group = Vec::with_capacity(GROUP as usize);
+    for done in 0..ops {
+        let mut buffer = Block::new(rng.between((MIB, 32 * MIB)));
+        buffer.write_pages();
+        group.push(buffer);
+        if (done + 1) % GROUP == 0 || done + 1 == ops {
+            group.clear();
+        }
+    }
+    ops
+}
+
+/// A ring of 20 zero-filled buffers (`alloc_zeroed`, C's `calloc`) of 5..25 MiB: each
+/// operation replaces the oldest by a new one and writes its pages.
+pub fn big_zeroed(ops: u64) -> u64 {
+    let mut rng = Rng::new(22);
+    let mut ring = empty_slots(20);
+    for done in 0..ops as usize {
+        let slot = &mut ring[done % 20];
+        drop(slot.take());
+        let mut buffer = Block::new_zeroed(rng.between((5 * MIB, 25 * MIB)));
+        buffer.write_pages();
+        *slot = Some(buffer);
+    }
+    ops
+}
