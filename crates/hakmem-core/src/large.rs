@@ -9,9 +9,21 @@
 //!
 //! `offset` is 128, or the alignment when larger (at most [`MAX_ALIGN`]), so the user
 //! pointer always lies in the first chunk and `free` finds the header by masking.
-//! `realloc` grows or moves the mapping with `mremap`, never copying. Freed mappings are
-//! kept committed in a cache (within the budget of [`crate::retain`]) so that a program
-//! cycling through large buffers does not pay `mmap`, `munmap` and page faults every time.
+//! `realloc` grows or moves the mapping with `mremap`, never copying.
+//!
+//! Freed mappings are kept committed in a cache of *extents* (within the budget of
+//! [`crate::retain`]), so that a program cycling through large buffers does not pay
+//! `mmap`, `munmap` and page faults every time: a freed mapping merges with cached
+//! extents right before or after it in the address space, and a request takes the
+//! smallest extent that holds it, split at a chunk boundary when the rest is a chunk or
+//! more (so buffers freed together serve new buffers of any other sizes).
+//!
+//! Chunk bits ([`chunk_map`]): a live block has the bit of its first chunk only (its other
+//! chunks hold user bytes, which must never be read as a header). In a cached extent, a
+//! chunk may have its bit set only if it holds a header with `magic == 0` (left by a
+//! block freed there, or written when the extent was split there), so a stale pointer
+//! into it is told apart as no live block; handing a block out clears the bits of its
+//! other chunks first.
 
 use crate::chunk_map::{self, CHUNK_SIZE};
 use crate::config;
@@ -100,6 +112,7 @@ pub fn alloc(size: usize, align: usize) -> (*mut u8, bool) {
     let Some((base, map_size, fresh)) = obtain(need) else {
         return (null_mut(), false);
     };
+    retain::observe();
     // SAFETY: the mapping is ours and at least MIN_OFFSET bytes long.
     unsafe { write_header(base, map_size, offset, size) };
     if fresh {
@@ -177,39 +190,101 @@ pub unsafe fn free(h: &LargeHeader) {
 /// # Safety
 /// The mapping is ours and unused.
 unsafe fn unmap(c: Cached) {
-    chunk_map::remove(c.base);
+    clear_chunk_bits(c.base, c.map_size);
     // SAFETY: by the caller.
     unsafe { os::unmap(c.base as *mut u8, c.map_size) };
 }
 
-/// Largest cached mapping handed out for a request of `need` bytes: a block may hold up to
-/// 8 times what it asked, or up to a chunk (4 MiB, the address space every large mapping
-/// takes anyway), so that a growing buffer reuses the mapping it grew last time, but a
-/// small request does not pin a huge mapping.
-pub fn max_reuse(need: usize) -> usize {
-    need.saturating_mul(8).max(CHUNK_SIZE)
+/// Clear the chunk bits of every chunk of `[base, base + size)`.
+fn clear_chunk_bits(base: usize, size: usize) {
+    for k in (base..base + size).step_by(CHUNK_SIZE) {
+        chunk_map::remove(k);
+    }
 }
 
-/// The cached mapping that fits `need` best (the smallest of at least `need` bytes, up to
-/// [`max_reuse`]), or else the largest smaller one, for the caller to grow. Entries stay
-/// in age order.
+/// Bits of the chunks after the first in `[base, base + size)`, cleared before the range
+/// becomes one block whose bytes are the user's.
+fn clear_inner_chunk_bits(base: usize, size: usize) {
+    if size > CHUNK_SIZE {
+        clear_chunk_bits(base + CHUNK_SIZE, size - CHUNK_SIZE);
+    }
+}
+
+/// Mark `base`, the first chunk of a cached extent, as no live block: a header with
+/// `magic == 0` and its chunk bit set.
+///
+/// # Safety
+/// The first page of the extent is ours to write.
+unsafe fn write_free_header(base: usize) {
+    // SAFETY: by the caller.
+    unsafe { write_header(base, 0, MIN_OFFSET, 0) };
+    // SAFETY: as above; a zero magic matches no base.
+    unsafe { (*(base as *mut LargeHeader)).magic = 0 };
+    chunk_map::insert(base);
+}
+
+/// Most bytes a large block may map for a request that needs `need` (with its header):
+/// a reused extent is split only when a chunk or more is left, so a block keeps its whole
+/// chunks plus less than one more.
+pub fn max_mapping(need: usize) -> usize {
+    os::round_up(need, CHUNK_SIZE)
+        .unwrap_or(usize::MAX)
+        .saturating_add(CHUNK_SIZE)
+}
+
+/// The cached extent that holds `need` bytes best (the smallest), split so that the block
+/// keeps whole chunks and the rest, a chunk or more, stays cached (same age); or else the
+/// largest smaller extent, for the caller to grow. Entries stay in age order.
 fn take_cached(need: usize) -> Option<Cached> {
     let mut cache = CACHE.lock();
     let n = cache.len;
     let entries = &cache.entries[..n];
     let fit = (0..n)
-        .filter(|&i| (need..=max_reuse(need)).contains(&entries[i].map_size))
+        .filter(|&i| entries[i].map_size >= need)
         .min_by_key(|&i| entries[i].map_size);
-    let smaller = || {
-        (0..n)
-            .filter(|&i| entries[i].map_size < need)
-            .max_by_key(|&i| entries[i].map_size)
+    let Some(i) = fit else {
+        let smaller = (0..n).max_by_key(|&i| entries[i].map_size)?;
+        return Some(cache.remove(smaller));
     };
-    let i = fit.or_else(smaller)?;
-    Some(cache.remove(i))
+    let c = cache.entries[i];
+    let take = os::round_up(need, CHUNK_SIZE).unwrap_or(usize::MAX);
+    if c.map_size < take.saturating_add(CHUNK_SIZE) {
+        return Some(cache.remove(i));
+    }
+    let rest = &mut cache.entries[i];
+    rest.base += take;
+    rest.map_size -= take;
+    let rest_base = rest.base;
+    cache.bytes -= take;
+    retain::sub(take);
+    // SAFETY: the rest is a cached extent, ours.
+    unsafe { write_free_header(rest_base) };
+    Some(Cached {
+        map_size: take,
+        ..c
+    })
 }
 
 impl Cache {
+    /// Take `excess` bytes (rounded up to chunks) off the end of the oldest extent, or the
+    /// whole extent when it is not larger; returns what to unmap.
+    fn trim_oldest(&mut self, excess: usize) -> Cached {
+        let cut = os::round_up(excess, CHUNK_SIZE).unwrap_or(usize::MAX);
+        let old = &mut self.entries[0];
+        if old.map_size <= cut {
+            return self.remove(0);
+        }
+        old.map_size -= cut;
+        let tail = Cached {
+            base: old.base + old.map_size,
+            map_size: cut,
+            freed_ms: old.freed_ms,
+        };
+        self.bytes -= cut;
+        retain::sub(cut);
+        tail
+    }
+
     /// Take entry `i` out, keeping the others in age order.
     fn remove(&mut self, i: usize) -> Cached {
         let c = self.entries[i];
@@ -227,9 +302,12 @@ impl Cache {
 fn obtain(need: usize) -> Option<(usize, usize, bool)> {
     if let Some(c) = take_cached(need) {
         if c.map_size >= need {
+            // The block keeps the whole extent: its pages past `need` stay resident if
+            // they were (less than two chunks: the extent was split otherwise).
+            clear_inner_chunk_bits(c.base, c.map_size);
             return Some((c.base, c.map_size, false));
         }
-        chunk_map::remove(c.base);
+        clear_chunk_bits(c.base, c.map_size);
         // SAFETY: a cached mapping is ours and unused.
         let p = unsafe { os::remap_aligned(c.base as *mut u8, c.map_size, need, CHUNK_SIZE) };
         if !p.is_null() {
@@ -239,8 +317,11 @@ fn obtain(need: usize) -> Option<(usize, usize, bool)> {
         // SAFETY: still ours and unused; its chunk bit is already cleared.
         unsafe { os::unmap(c.base as *mut u8, c.map_size) };
     }
-    let p = os::map_aligned(need, CHUNK_SIZE);
-    (!p.is_null()).then_some((p as usize, need, true))
+    // Whole chunks, so that the mappings of neighbouring blocks adjoin and merge into one
+    // extent when freed (the pages past `need` are never touched unless used).
+    let size = os::round_up(need, CHUNK_SIZE)?;
+    let p = os::map_aligned(size, CHUNK_SIZE);
+    (!p.is_null()).then_some((p as usize, size, true))
 }
 
 /// Cache `c` (the newest entry), evicting the oldest when the cache is full; returns
@@ -250,7 +331,20 @@ fn put_cached(c: Cached, policy: &config::Policy) -> Option<Cached> {
     if max == 0 {
         return Some(c);
     }
+    let mut c = c;
     let mut cache = CACHE.lock();
+    // Merge with the extents right before and after it: their headers stay (magic 0).
+    while let Some(i) = (0..cache.len).find(|&i| {
+        let e = cache.entries[i];
+        e.base + e.map_size == c.base || c.base + c.map_size == e.base
+    }) {
+        let e = cache.remove(i);
+        c = Cached {
+            base: e.base.min(c.base),
+            map_size: e.map_size + c.map_size,
+            freed_ms: c.freed_ms,
+        };
+    }
     let evicted = (cache.len >= max).then(|| cache.remove(0));
     let n = cache.len;
     cache.entries[n] = c;
@@ -270,10 +364,14 @@ pub fn expire() {
                 return;
             }
             let old = cache.entries[0];
-            if retain::excess() == 0 && !retain::expired(old.freed_ms, now) {
+            let excess = retain::excess();
+            if retain::expired(old.freed_ms, now) {
+                cache.remove(0)
+            } else if excess == 0 {
                 return;
+            } else {
+                cache.trim_oldest(excess)
             }
-            cache.remove(0)
         };
         // SAFETY: evicted mappings are unused.
         unsafe { unmap(oldest) };

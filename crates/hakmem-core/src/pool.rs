@@ -111,6 +111,7 @@ pub fn acquire() -> *mut SuperSlab {
     } else {
         cached.cast()
     };
+    retain::observe();
     // SAFETY: the chunk is mapped, chunk aligned, and ours alone.
     unsafe { SuperSlab::init(chunk) }
 }

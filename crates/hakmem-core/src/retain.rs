@@ -52,6 +52,17 @@ pub fn excess() -> usize {
     retained.saturating_sub(budget)
 }
 
+/// Note the bytes in use now, for the recent peak (called when memory is taken).
+pub fn observe() {
+    let in_use = COUNTERS
+        .mapped_bytes
+        .load(Relaxed)
+        .saturating_sub(RETAINED.load(Relaxed));
+    if in_use > PEAK.load(Relaxed) {
+        recent_peak(in_use, config::current().retain_ms);
+    }
+}
+
 /// Whether a piece retained since `since_ms` has outstayed the profile's time.
 pub fn expired(since_ms: u64, now_ms: u64) -> bool {
     now_ms.saturating_sub(since_ms) >= config::current().retain_ms

@@ -148,13 +148,13 @@ fn usable_size_is_the_class_block_and_all_of_it_is_writable() {
             hakmem_core::free(p);
         }
     }
-    // Large blocks: at least the request (up to `max_reuse` of the mapping it needs, when a
-    // cached mapping is reused), and the tail is writable too.
-    for size in [MAX_SMALL_SIZE + 1, 100_000, 3 * MIB + 5] {
+    // Large blocks: at least the request (up to `max_mapping` of what it needs, when a
+    // cached extent is reused), and the tail is writable too.
+    for size in [MAX_SMALL_SIZE + 1, 2 * MIB, 3 * MIB + 5] {
         let p = alloc(size, 16);
         let u = usable_size(p);
         assert!(
-            u >= size && u <= hakmem_core::large::max_reuse(size + 4096 + 128),
+            u >= size && u <= hakmem_core::large::max_mapping(size + 4096 + 128),
             "size {size}: usable {u}"
         );
         // SAFETY: the whole usable size is the caller's.
