@@ -1,11 +1,12 @@
 //! The one knob: a memory [`Profile`], and the [`Policy`] each profile stands for.
 //!
-//! - `Fast` (default): freed memory kept for reuse up to the recent peak in use, for 5 s.
-//! - `Balanced`: up to half of what is in use or a sixteenth of the recent peak (16 MiB
-//!   at least), for 1 s; free slabs of live superslabs decommitted with `MADV_FREE` once
+//! - `Fast` (default): freed memory kept for reuse up to the recent peak in use, for 5 s,
+//!   given back by later allocator calls.
+//! - `Balanced`: the same for 1 s, given back by a background thread too, so an idle
+//!   program returns it; free slabs of live superslabs decommitted with `MADV_FREE` once
 //!   they stayed free.
-//! - `Lean`: small thread caches; a quarter of what is in use or a thirty-second of the
-//!   peak (4 MiB at least), for 250 ms; free slabs decommitted with `MADV_DONTNEED`.
+//! - `Lean`: small thread caches; kept for 250 ms, background return; free slabs
+//!   decommitted with `MADV_DONTNEED`.
 
 use crate::os::Decommit;
 use crate::sync::{AtomicU8, Ordering};
@@ -58,6 +59,9 @@ pub struct Policy {
     pub retain_live_divisor: usize,
     pub retain_peak_divisor: usize,
     pub retain_ms: u64,
+    /// Whether a background thread gives back what was retained once `retain_ms` passed,
+    /// while the program does not call the allocator (see [`crate::retain`]).
+    pub background_return: bool,
     /// Freed large mappings kept, at most (also bounded by the bytes above).
     pub large_cache_entries: usize,
 }
@@ -72,6 +76,7 @@ const POLICIES: [Policy; 3] = [
         retain_live_divisor: 1,
         retain_peak_divisor: 1,
         retain_ms: 5_000,
+        background_return: false,
         large_cache_entries: 64,
     },
     Policy {
@@ -80,9 +85,10 @@ const POLICIES: [Policy; 3] = [
         cache_min: 4,
         cache_max: 256,
         retain_floor: 16 << 20,
-        retain_live_divisor: 2,
-        retain_peak_divisor: 16,
+        retain_live_divisor: 1,
+        retain_peak_divisor: 1,
         retain_ms: 1_000,
+        background_return: true,
         large_cache_entries: 32,
     },
     Policy {
@@ -91,9 +97,10 @@ const POLICIES: [Policy; 3] = [
         cache_min: 2,
         cache_max: 64,
         retain_floor: 4 << 20,
-        retain_live_divisor: 4,
-        retain_peak_divisor: 32,
+        retain_live_divisor: 1,
+        retain_peak_divisor: 1,
         retain_ms: 250,
+        background_return: true,
         large_cache_entries: 16,
     },
 ];
@@ -150,6 +157,7 @@ mod tests {
         let f = POLICIES[0];
         let l = POLICIES[2];
         assert!(l.retain_floor < f.retain_floor && l.retain_ms < f.retain_ms);
+        assert!(l.background_return && !f.background_return);
         assert!(cache_capacity(&l, 64) < cache_capacity(&f, 64));
     }
 }

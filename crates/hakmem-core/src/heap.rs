@@ -28,6 +28,8 @@ pub struct Heap {
     /// Owned superslabs, doubly linked through their `next` / `prev`.
     owned: Cell<*mut SuperSlab>,
     owned_count: Cell<usize>,
+    /// When `maintain` last gave free slabs back ([`os::now_ms`]).
+    last_decommit_ms: Cell<u64>,
     /// Link in the pool of unused heaps.
     next_free: Cell<*mut Heap>,
     /// Link in the list of all heaps (set once).
@@ -89,6 +91,7 @@ impl Heap {
                 partial: [const { Cell::new(null_mut()) }; NUM_CLASSES],
                 owned: Cell::new(null_mut()),
                 owned_count: Cell::new(0),
+                last_decommit_ms: Cell::new(0),
                 next_free: Cell::new(null_mut()),
                 next_all: pool.all,
                 out_bytes: AtomicIsize::new(0),
@@ -381,18 +384,26 @@ impl Heap {
         meta.set_in_partial(false);
     }
 
-    /// Periodic upkeep from the slow path: give back the pages of slabs that stayed free
-    /// since the last upkeep (`balanced`), or of every free slab (`lean`).
+    /// Periodic upkeep from the slow path: at most once per `retain_ms`, give back the
+    /// pages of slabs that stayed free since the previous pass (`balanced` with
+    /// `MADV_FREE`, `lean` with `MADV_DONTNEED`), so a slab is given back after between one
+    /// and two `retain_ms` of being free, and a program freeing and allocating in quick
+    /// cycles reuses its slabs without faulting them in again.
     pub fn maintain(&self) {
-        let Some(how) = crate::config::current().decommit else {
+        let policy = crate::config::current();
+        let Some(how) = policy.decommit else {
             return;
         };
-        let only_aged = how == os::Decommit::Lazy;
+        let now = os::now_ms();
+        if now.saturating_sub(self.last_decommit_ms.get()) < policy.retain_ms {
+            return;
+        }
+        self.last_decommit_ms.set(now);
         let mut ss = self.owned.get();
         while !ss.is_null() {
             // SAFETY: owned superslabs are live and ours.
             let s = unsafe { &*ss };
-            s.decommit_free(how, only_aged);
+            s.decommit_free(how, true);
             ss = s.next.get();
         }
     }

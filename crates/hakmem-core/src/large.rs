@@ -185,6 +185,7 @@ pub unsafe fn free(h: &LargeHeader) {
         unsafe { unmap(rejected) };
     }
     expire();
+    retain::wake();
 }
 
 /// # Safety

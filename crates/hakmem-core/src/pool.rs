@@ -130,6 +130,7 @@ pub unsafe fn release_empty(ss: *mut SuperSlab) {
     }
     retain::add(CHUNK_SIZE);
     expire();
+    retain::wake();
 }
 
 /// Give back (unmap) the kept superslabs that are over the retention budget or have been

@@ -8,6 +8,12 @@
 //! destructors would register through `__cxa_thread_atexit_impl`, which calls `calloc`:
 //! we avoid them.
 //!
+//! Background return (`balanced`, `lean`): a thread that sleeps half the profile's
+//! `retain_ms` at a time and gives back retained memory that outstayed it, started when
+//! memory is first retained ([`crate::retain::wake`]) and ending once nothing is
+//! retained, so a program that allocates nothing more has no such thread. It never
+//! allocates; it only takes the pool's and the large cache's locks.
+//!
 //! `fork`: a `pthread_atfork` prepare handler takes every global lock (heap pool,
 //! superslab pool, large cache) so that no lock is held mid-update when the child is
 //! created; both sides release them. The child's other threads are gone: their heaps'
@@ -69,6 +75,7 @@ pub fn init() {
     if unsafe { libc::pthread_key_create(&mut key, Some(on_thread_exit)) } == 0 {
         KEY.store(key as usize + 1, Ordering::Relaxed);
     }
+    crate::retain::set_waker(start_returner);
     STATE.store(READY, Ordering::Release);
     // May allocate (glibc keeps the handlers in a growing array): done after READY.
     // SAFETY: the handlers are `extern "C" fn()` that only touch our locks.
@@ -106,6 +113,73 @@ extern "C" fn on_thread_exit(_heap: *mut libc::c_void) {
     unsafe { thread_cache::teardown() };
 }
 
+const RETURNER_IDLE: u8 = 0;
+const RETURNER_RUNNING: u8 = 1;
+
+/// Whether the background return thread runs.
+static RETURNER: AtomicU8 = AtomicU8::new(RETURNER_IDLE);
+
+/// Start the background return thread unless it runs (called outside every lock).
+fn start_returner() {
+    if RETURNER
+        .compare_exchange(
+            RETURNER_IDLE,
+            RETURNER_RUNNING,
+            Ordering::AcqRel,
+            Ordering::Relaxed,
+        )
+        .is_err()
+    {
+        return;
+    }
+    // SAFETY: plain pthread calls on local, initialised storage; the thread function has
+    // the right signature and takes no argument.
+    let started = unsafe {
+        let mut attr: libc::pthread_attr_t = core::mem::zeroed();
+        let mut tid: libc::pthread_t = 0;
+        libc::pthread_attr_init(&mut attr);
+        libc::pthread_attr_setdetachstate(&mut attr, libc::PTHREAD_CREATE_DETACHED);
+        libc::pthread_attr_setstacksize(&mut attr, 64 * 1024);
+        let rc = libc::pthread_create(&mut tid, &attr, returner, core::ptr::null_mut());
+        libc::pthread_attr_destroy(&mut attr);
+        rc == 0
+    };
+    if !started {
+        RETURNER.store(RETURNER_IDLE, Ordering::Release);
+    }
+}
+
+extern "C" fn returner(_: *mut libc::c_void) -> *mut libc::c_void {
+    loop {
+        let ms = (config::current().retain_ms / 2).max(50);
+        let t = libc::timespec {
+            tv_sec: (ms / 1000) as libc::time_t,
+            tv_nsec: ((ms % 1000) * 1_000_000) as libc::c_long,
+        };
+        // SAFETY: a valid timespec; an interrupted sleep just wakes early.
+        unsafe { libc::nanosleep(&t, core::ptr::null_mut()) };
+        pool::expire();
+        large::expire();
+        if crate::retain::retained() == 0 {
+            RETURNER.store(RETURNER_IDLE, Ordering::Release);
+            // Memory retained between the check and the store found the thread running
+            // and did not start one: carry on for it if nobody else did.
+            let again = crate::retain::retained() > 0
+                && RETURNER
+                    .compare_exchange(
+                        RETURNER_IDLE,
+                        RETURNER_RUNNING,
+                        Ordering::AcqRel,
+                        Ordering::Relaxed,
+                    )
+                    .is_ok();
+            if !again {
+                return core::ptr::null_mut();
+            }
+        }
+    }
+}
+
 extern "C" fn fork_prepare() {
     crate::heap::lock_for_fork();
     pool::lock_all();
@@ -122,6 +196,8 @@ extern "C" fn fork_parent() {
 }
 
 extern "C" fn fork_child() {
+    // The child has no background thread; the next retention starts one.
+    RETURNER.store(RETURNER_IDLE, Ordering::Relaxed);
     // SAFETY: the child is a copy of the parent right after `fork_prepare`.
     unsafe {
         large::unlock_after_fork();

@@ -10,8 +10,10 @@
 //!   freed most of its memory, only the peak's share (which the profile keeps small
 //!   outside `fast`) stays;
 //! - time: a piece retained longer than `retain_ms` is given back the next time its cache
-//!   is used or a thread does its upkeep. There is no background thread, so a program
-//!   that stops calling the allocator keeps what it retained (at most the byte bound).
+//!   is used or a thread does its upkeep, and, in the profiles that ask for it
+//!   (`balanced`, `lean`), by a background thread that runs while anything is retained
+//!   ([`crate::process`] starts it through [`wake`]), so that a program that stops
+//!   calling the allocator still gets its memory back within about `retain_ms`.
 //!
 //! Each cache evicts its own oldest pieces while [`excess`] says the total is over budget.
 
@@ -25,6 +27,26 @@ static RETAINED: AtomicUsize = AtomicUsize::new(0);
 /// with plain loads and stores: a lost update only makes the budget a little off.
 static PEAK: AtomicUsize = AtomicUsize::new(0);
 static PEAK_MS: AtomicU64 = AtomicU64::new(0);
+
+/// What [`wake`] calls: set once by [`crate::process`] (a function above this layer, so it
+/// is passed down rather than called up).
+static WAKER: AtomicUsize = AtomicUsize::new(0);
+
+/// Register the function that starts the background return.
+pub fn set_waker(f: fn()) {
+    WAKER.store(f as usize, Relaxed);
+}
+
+/// A cache retained memory: start the background return if the profile wants it and it
+/// is not running. Called outside every lock (it may create a thread).
+pub fn wake() {
+    let f = WAKER.load(Relaxed);
+    if f != 0 && config::current().background_return {
+        // SAFETY: only `set_waker` stores here, and it stores a `fn()`.
+        let f: fn() = unsafe { core::mem::transmute::<usize, fn()>(f) };
+        f();
+    }
+}
 
 /// A cache took `bytes` in.
 pub fn add(bytes: usize) {
