@@ -10,7 +10,6 @@
  * Build: gcc -O2 -pthread -o c-workloads workloads.c -lm
  */
 #define _GNU_SOURCE
-#include <dlfcn.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -18,6 +17,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+
+#include "which_malloc.h"
 
 /* ---- random numbers: SplitMix64, as benches/src/rng.rs ---- */
 
@@ -417,14 +418,6 @@ static long peak_rss_kb(void) {
         if (sscanf(line, "VmHWM: %ld kB", &kb) == 1) break;
     if (f) fclose(f);
     return kb;
-}
-
-static int which_malloc(void) {
-    Dl_info info;
-    void *(*volatile m)(size_t) = malloc;
-    if (!dladdr((void *)m, &info) || !info.dli_fname) return 1;
-    printf("malloc_from=%s\n", info.dli_fname);
-    return 0;
 }
 
 static int run(const workload_t *w, uint64_t ops) {

@@ -3,6 +3,7 @@
 mod bench;
 mod checks;
 mod fuzz;
+mod pair_count;
 mod shared;
 mod soak;
 
@@ -21,6 +22,8 @@ struct Cli {
 enum Task {
     /// Compare hakmem with mimalloc, jemalloc and the system allocator.
     Bench(bench::BenchArgs),
+    /// Instructions of one malloc + free pair per allocator, counted by callgrind.
+    PairCount(pair_count::PairCountArgs),
     /// Run workloads for a while; RSS and throughput epoch by epoch, drift, memory return.
     Soak(soak::SoakArgs),
     /// Run every cargo-fuzz target (nightly) for a while each.
@@ -49,6 +52,7 @@ fn main() -> ExitCode {
     let ok = |r: Result<(), String>| finish(r.map(|()| ExitCode::SUCCESS));
     match Cli::parse().task {
         Task::Bench(args) => finish(bench::run(args)),
+        Task::PairCount(args) => finish(pair_count::run(args)),
         Task::Soak(args) => finish(soak::run(args)),
         Task::Fuzz { time } => ok(fuzz::run(time)),
         Task::CheckTsan => ok(checks::run("check-tsan")),

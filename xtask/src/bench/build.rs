@@ -32,7 +32,13 @@ pub fn build(paths: &Paths, want_c: bool, allocators: &[Allocator]) -> Result<Bu
     Ok(Built {
         rust_bins,
         c_program: if want_c {
-            compile_c(paths)
+            compile_c(
+                paths,
+                C_SOURCE,
+                "c-workloads",
+                &["-O2", "-pthread"],
+                &["-lm"],
+            )
         } else {
             not_selected()
         },
@@ -49,24 +55,32 @@ pub fn build(paths: &Paths, want_c: bool, allocators: &[Allocator]) -> Result<Bu
     })
 }
 
-fn build_libhakmem(paths: &Paths) -> Result<PathBuf, String> {
+/// `cargo build --release -p hakmem-cabi`: `libhakmem.so`, or why there is none.
+pub fn build_libhakmem(paths: &Paths) -> Result<PathBuf, String> {
     cargo_build(paths, "hakmem-cabi").map_err(|e| format!("{e:#}"))?;
     existing(paths.release().join("libhakmem.so"))
 }
 
-/// `gcc -O2 -pthread` the C workloads into `target/bench/c-workloads` (with `-lm`).
-fn compile_c(paths: &Paths) -> Result<PathBuf, String> {
-    let out = paths.bench().join("c-workloads");
+/// `gcc FLAGS -o target/bench/NAME SOURCE LIBS`; the program, or why there is none.
+pub fn compile_c(
+    paths: &Paths,
+    source: &str,
+    name: &str,
+    flags: &[&str],
+    libs: &[&str],
+) -> Result<PathBuf, String> {
+    let out = paths.bench().join(name);
     std::fs::create_dir_all(paths.bench()).map_err(|e| e.to_string())?;
     let status = Command::new("gcc")
-        .args(["-O2", "-pthread", "-o"])
+        .args(flags)
+        .arg("-o")
         .arg(&out)
-        .arg(paths.root.join(C_SOURCE))
-        .arg("-lm")
+        .arg(paths.root.join(source))
+        .args(libs)
         .status()
         .map_err(|e| format!("gcc not found ({e}): sudo apt-get install -y gcc"))?;
     if !status.success() {
-        return Err(format!("gcc failed on {C_SOURCE}"));
+        return Err(format!("gcc failed on {source}"));
     }
     existing(out)
 }

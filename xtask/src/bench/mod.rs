@@ -2,13 +2,13 @@
 //! in its own child process, interleaved round by round, and report the medians as a
 //! table, JSON, CSV and an SVG chart under `target/bench/`.
 
-mod build;
+pub mod build;
 mod chart;
-mod docs;
+pub mod docs;
 mod meta;
-mod mimalloc3;
+pub mod mimalloc3;
 mod plan;
-mod preload;
+pub mod preload;
 mod report;
 mod run;
 mod summary;
