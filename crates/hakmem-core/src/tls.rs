@@ -1,11 +1,12 @@
 //! Where the calling thread's [`ThreadCache`] lives: one direct thread-local access.
 //!
 //! - With the `nightly` feature: a `#[thread_local]` static.
-//! - Otherwise, on x86-64 Linux: an *initial-exec* TLS slot declared in assembly. In an
-//!   executable the linker relaxes it to `mov %fs:0,%rax; add $off,%rax`; in a shared
-//!   object (the C ABI cdylib) it stays one GOT load and one `%fs` add, never a call to
-//!   `__tls_get_addr` (which glibc forbids a malloc to need, and which may itself
-//!   allocate). The price, as for every initial-exec library: `dlopen` of `libhakmem.so`
+//! - Otherwise, on x86-64 and AArch64 Linux (glibc or musl): an *initial-exec* TLS slot
+//!   declared in assembly. In an executable the linker relaxes it to
+//!   `mov %fs:0,%rax; add $off,%rax` (AArch64: `mrs tpidr_el0` plus a constant); in a
+//!   shared object (the C ABI cdylib) it stays one GOT load and one thread-pointer add,
+//!   never a call to `__tls_get_addr` (which glibc forbids a malloc to need, and which
+//!   may itself allocate). The price, as for every initial-exec library: `dlopen` of `libhakmem.so`
 //!   into a running process can fail with "cannot allocate memory in static TLS block";
 //!   `LD_PRELOAD` and linking at build time work.
 //!
@@ -62,10 +63,54 @@ mod imp {
     }
 }
 
+#[cfg(all(not(feature = "nightly"), target_arch = "aarch64", target_os = "linux"))]
+mod imp {
+    use super::ThreadCache;
+
+    // The same slot as on x86-64. AArch64 writes section types with `%`, not `@`.
+    core::arch::global_asm!(
+        ".pushsection .tbss,\"awT\",%nobits",
+        ".p2align 6",
+        ".globl hakmem_thread_cache",
+        ".hidden hakmem_thread_cache",
+        ".type hakmem_thread_cache,%object",
+        ".size hakmem_thread_cache, {size}",
+        "hakmem_thread_cache:",
+        ".zero {size}",
+        ".popsection",
+        size = const core::mem::size_of::<ThreadCache>(),
+    );
+
+    #[inline(always)]
+    pub fn cache() -> *mut ThreadCache {
+        let p: *mut ThreadCache;
+        // SAFETY: reads the thread pointer and the slot's offset from the GOT (the
+        // initial-exec sequence; an executable's linker relaxes it to `movz`/`movk`); no
+        // memory is written. The result is constant for the thread's life, hence `pure`.
+        unsafe {
+            core::arch::asm!(
+                "mrs {p}, tpidr_el0",
+                "adrp {off}, :gottprel:hakmem_thread_cache",
+                "ldr {off}, [{off}, #:gottprel_lo12:hakmem_thread_cache]",
+                "add {p}, {p}, {off}",
+                p = out(reg) p,
+                off = out(reg) _,
+                options(pure, readonly, nostack),
+            );
+        }
+        p
+    }
+}
+
 #[cfg(all(
     not(feature = "nightly"),
-    not(all(target_arch = "x86_64", target_os = "linux"))
+    not(all(
+        any(target_arch = "x86_64", target_arch = "aarch64"),
+        target_os = "linux"
+    ))
 ))]
-compile_error!("hakmem-core needs x86-64 Linux, or the `nightly` feature for #[thread_local]");
+compile_error!(
+    "hakmem-core needs Linux on x86-64 or AArch64, or the `nightly` feature for #[thread_local]"
+);
 
 pub use imp::cache;
