@@ -2,8 +2,9 @@
 //! RSS (from /proc/self/statm) falls, in each profile. Each profile runs in a child process
 //! (the profile is process-wide): this test binary re-run with `HAKMEM_RETURN_CASE`.
 
+mod common;
+
 use std::alloc::{GlobalAlloc, Layout};
-use std::process::Command;
 
 #[global_allocator]
 static GLOBAL: hakmem::HakMem = hakmem::HakMem;
@@ -50,8 +51,7 @@ fn child() {
 }
 
 fn measure(profile: &str) -> (usize, usize, usize) {
-    let out = Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "child", "--nocapture", "--test-threads=1"])
+    let out = common::this_test_binary("child")
         .env("HAKMEM_RETURN_CASE", profile)
         .output()
         .unwrap();
