@@ -3,6 +3,7 @@
 mod bench;
 mod checks;
 mod fuzz;
+mod install;
 mod shared;
 mod soak;
 
@@ -21,6 +22,12 @@ struct Cli {
 enum Task {
     /// Compare hakmem with mimalloc, jemalloc and the system allocator.
     Bench(bench::BenchArgs),
+    /// Install libhakmem.so (versioned soname), hakmem.h and hakmem.pc under a prefix.
+    Install {
+        /// Where to install: PREFIX/lib, PREFIX/include, PREFIX/lib/pkgconfig.
+        #[arg(long)]
+        prefix: std::path::PathBuf,
+    },
     /// Run workloads for a while; RSS and throughput epoch by epoch, drift, memory return.
     Soak(soak::SoakArgs),
     /// Run every cargo-fuzz target (nightly) for a while each.
@@ -50,6 +57,7 @@ fn main() -> ExitCode {
     match Cli::parse().task {
         Task::Bench(args) => finish(bench::run(args)),
         Task::Soak(args) => finish(soak::run(args)),
+        Task::Install { prefix } => finish(install::run(&prefix).map(|()| ExitCode::SUCCESS)),
         Task::Fuzz { time } => ok(fuzz::run(time)),
         Task::CheckTsan => ok(checks::run("check-tsan")),
         Task::CheckLoom => ok(checks::run("check-loom")),
