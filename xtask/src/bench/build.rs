@@ -6,8 +6,9 @@ use std::process::Command;
 
 use anyhow::Result;
 
+use super::musl::{self, MuslBins};
 use crate::shared::build::{cargo_build, workload_programs};
-use crate::shared::Paths;
+use crate::shared::{Allocator, Paths};
 
 /// What was built; `Err` holds why an optional part is missing.
 pub struct Built {
@@ -15,13 +16,21 @@ pub struct Built {
     pub rust_bins: PathBuf,
     pub c_program: Result<PathBuf, String>,
     pub libhakmem: Result<PathBuf, String>,
+    /// The musl rows' programs.
+    pub musl: Result<MuslBins, String>,
 }
 
 const C_SOURCE: &str = "benches/c/workloads.c";
 
-pub fn build(paths: &Paths, want_c: bool, want_hakmem_so: bool) -> Result<Built> {
+pub fn build(
+    paths: &Paths,
+    want_c: bool,
+    want_musl: bool,
+    allocators: &[Allocator],
+) -> Result<Built> {
     let rust_bins = workload_programs(paths)?;
     let not_selected = || Err("no C workload selected".to_string());
+    let want_hakmem_so = allocators.contains(&Allocator::Hakmem);
     Ok(Built {
         rust_bins,
         c_program: if want_c {
@@ -33,6 +42,11 @@ pub fn build(paths: &Paths, want_c: bool, want_hakmem_so: bool) -> Result<Built>
             build_libhakmem(paths)
         } else {
             not_selected()
+        },
+        musl: if want_musl {
+            musl::build(paths, allocators)
+        } else {
+            Err("no musl workload selected".to_string())
         },
     })
 }
