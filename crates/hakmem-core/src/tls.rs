@@ -29,45 +29,18 @@ mod imp {
     }
 }
 
-#[cfg(all(not(feature = "nightly"), target_arch = "x86_64", target_os = "linux"))]
+#[cfg(all(
+    not(feature = "nightly"),
+    any(target_arch = "x86_64", target_arch = "aarch64"),
+    target_os = "linux"
+))]
 mod imp {
     use super::ThreadCache;
 
-    core::arch::global_asm!(
-        ".pushsection .tbss,\"awT\",@nobits",
-        ".p2align 6",
-        ".globl hakmem_thread_cache",
-        ".hidden hakmem_thread_cache",
-        ".type hakmem_thread_cache,@object",
-        ".size hakmem_thread_cache, {size}",
-        "hakmem_thread_cache:",
-        ".zero {size}",
-        ".popsection",
-        size = const core::mem::size_of::<ThreadCache>(),
-    );
-
-    #[inline(always)]
-    pub fn cache() -> *mut ThreadCache {
-        let p: *mut ThreadCache;
-        // SAFETY: reads the thread pointer and the slot's offset; no memory is written.
-        // The result is constant for the thread's life, hence `pure`.
-        unsafe {
-            core::arch::asm!(
-                "mov {p}, qword ptr fs:[0]",
-                "add {p}, qword ptr [rip + hakmem_thread_cache@GOTTPOFF]",
-                p = out(reg) p,
-                options(pure, readonly, nostack),
-            );
-        }
-        p
-    }
-}
-
-#[cfg(all(not(feature = "nightly"), target_arch = "aarch64", target_os = "linux"))]
-mod imp {
-    use super::ThreadCache;
-
-    // The same slot as on x86-64. AArch64 writes section types with `%`, not `@`.
+    // The slot: `hakmem_thread_cache` in `.tbss` (zero at thread start), hidden, so a
+    // shared object reaches it through its own GOT entry. Section and symbol types are
+    // written with `%`, which both the x86-64 and the AArch64 assembler accept (`@`
+    // starts a comment on some ARM assemblers).
     core::arch::global_asm!(
         ".pushsection .tbss,\"awT\",%nobits",
         ".p2align 6",
@@ -85,9 +58,17 @@ mod imp {
     pub fn cache() -> *mut ThreadCache {
         let p: *mut ThreadCache;
         // SAFETY: reads the thread pointer and the slot's offset from the GOT (the
-        // initial-exec sequence; an executable's linker relaxes it to `movz`/`movk`); no
+        // initial-exec sequence, which an executable's linker relaxes to a constant); no
         // memory is written. The result is constant for the thread's life, hence `pure`.
         unsafe {
+            #[cfg(target_arch = "x86_64")]
+            core::arch::asm!(
+                "mov {p}, qword ptr fs:[0]",
+                "add {p}, qword ptr [rip + hakmem_thread_cache@GOTTPOFF]",
+                p = out(reg) p,
+                options(pure, readonly, nostack),
+            );
+            #[cfg(target_arch = "aarch64")]
             core::arch::asm!(
                 "mrs {p}, tpidr_el0",
                 "adrp {off}, :gottprel:hakmem_thread_cache",
