@@ -3,6 +3,7 @@
 mod bench;
 mod checks;
 mod fuzz;
+mod install;
 mod pair_count;
 mod shared;
 mod soak;
@@ -24,6 +25,12 @@ enum Task {
     Bench(bench::BenchArgs),
     /// Instructions of one malloc + free pair per allocator, counted by callgrind.
     PairCount(pair_count::PairCountArgs),
+    /// Install libhakmem.so (versioned soname), hakmem.h and hakmem.pc under a prefix.
+    Install {
+        /// Where to install: PREFIX/lib, PREFIX/include, PREFIX/lib/pkgconfig.
+        #[arg(long)]
+        prefix: std::path::PathBuf,
+    },
     /// Run workloads for a while; RSS and throughput epoch by epoch, drift, memory return.
     Soak(soak::SoakArgs),
     /// Run every cargo-fuzz target (nightly) for a while each.
@@ -54,6 +61,7 @@ fn main() -> ExitCode {
         Task::Bench(args) => finish(bench::run(args)),
         Task::PairCount(args) => finish(pair_count::run(args)),
         Task::Soak(args) => finish(soak::run(args)),
+        Task::Install { prefix } => finish(install::run(&prefix).map(|()| ExitCode::SUCCESS)),
         Task::Fuzz { time } => ok(fuzz::run(time)),
         Task::CheckTsan => ok(checks::run("check-tsan")),
         Task::CheckLoom => ok(checks::run("check-loom")),

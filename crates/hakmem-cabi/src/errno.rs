@@ -9,10 +9,12 @@
 //! one `%fs` load and an add.
 
 use core::ffi::c_int;
+#[cfg(target_arch = "x86_64")]
 use core::sync::atomic::{AtomicIsize, Ordering::Relaxed};
 
 /// `&errno - thread pointer`, or 0 before the first lookup (errno is never at the thread
-/// pointer itself: the TCB is there).
+/// pointer itself: the TCB is there). Other targets call `__errno_location` each time.
+#[cfg(target_arch = "x86_64")]
 static TP_OFFSET: AtomicIsize = AtomicIsize::new(0);
 
 #[cfg(target_arch = "x86_64")]

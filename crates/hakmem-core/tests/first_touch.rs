@@ -8,10 +8,12 @@
 //! happens once per process, so the scenario runs in a child process (this binary again,
 //! running only `child_entry`).
 
+#[path = "../../hakmem/tests/common/mod.rs"]
+mod common;
+
 use hakmem_core::chunk_map::CHUNK_SIZE;
 use hakmem_core::{alloc, dealloc, stats};
 use std::ffi::{c_char, CStr};
-use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
@@ -46,8 +48,7 @@ pub unsafe extern "C" fn getenv(name: *const c_char) -> *mut c_char {
 
 #[test]
 fn a_thread_arriving_during_set_up_is_registered() {
-    let out = Command::new(std::env::current_exe().expect("test binary"))
-        .args(["--exact", "child_entry", "--nocapture", "--test-threads=1"])
+    let out = common::this_test_binary("child_entry")
         .env(CHILD_VAR, "1")
         .output()
         .expect("run the child");

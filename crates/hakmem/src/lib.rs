@@ -1,13 +1,78 @@
-//! hakmem: a fast, memory-lean memory allocator.
+//! hakmem: a fast, memory-lean memory allocator for Rust programs, in pure Rust (no C
+//! toolchain needed, so it builds for static musl binaries as for glibc).
 //!
-//! ```no_run
+//! ```
 //! #[global_allocator]
 //! static GLOBAL: hakmem::HakMem = hakmem::HakMem;
-//! # fn main() {}
+//! # fn main() {
+//! #     let v: Vec<u64> = (0..1000).collect();
+//! #     assert_eq!(v.iter().sum::<u64>(), 499_500);
+//! #     assert!(hakmem::stats().allocated > 0);
+//! # }
 //! ```
 //!
-//! To choose the memory profile in code rather than with `HAKMEM_PROFILE`, use
-//! [`HakMemWith`]: `static GLOBAL: hakmem::HakMemWith = hakmem::HakMemWith::new(hakmem::Profile::Lean);`
+//! # Profiles
+//!
+//! One knob, the memory [`Profile`]: how much free memory hakmem keeps for reuse and how
+//! soon it gives it back to the OS.
+//!
+//! - `Fast` (default): empty superslabs (hakmem's 2 MiB spans of small blocks) and freed
+//!   large mappings are kept in bounded caches; thread caches hold up to 64 KiB per size
+//!   class.
+//! - `Balanced`: half of `Fast`'s thread and large-mapping caches; cached superslabs and
+//!   large mappings give their pages back with `MADV_FREE` as they empty.
+//! - `Lean`: 8 KiB thread caches per size class, one cached superslab, no cached large
+//!   mappings; pages go back with `MADV_DONTNEED` at once.
+//!
+//! The profile comes from the `HAKMEM_PROFILE` environment variable, or is fixed in code
+//! with [`HakMemWith`], which wins over the variable:
+//!
+//! ```
+//! #[global_allocator]
+//! static GLOBAL: hakmem::HakMemWith = hakmem::HakMemWith::new(hakmem::Profile::Lean);
+//! # fn main() { let _ = vec![0u8; 100]; }
+//! ```
+//!
+//! # Statistics
+//!
+//! [`stats()`] returns a [`Stats`] snapshot: bytes handed out, bytes mapped, the resident
+//! set of the process, cached superslabs and large mappings, and how many `mmap`,
+//! `munmap`, `madvise` and `mremap` calls hakmem made. It never allocates.
+//!
+//! ```
+//! # #[global_allocator]
+//! # static GLOBAL: hakmem::HakMem = hakmem::HakMem;
+//! # fn main() {
+//! let s = hakmem::stats();
+//! println!("{} bytes in use, {} mapped, {} OS calls", s.allocated, s.mapped, s.os_calls());
+//! # }
+//! ```
+//!
+//! # Trim
+//!
+//! [`trim()`] gives cached free memory back to the OS now (like glibc's `malloc_trim(0)`):
+//! the calling thread's cached blocks, empty superslabs and cached large mappings. Call it
+//! after a phase that freed a lot; other threads keep their caches.
+//!
+//! # Features
+//!
+//! - `checked`: every block carries a canary and a freed marker; a double free, a free of
+//!   a pointer hakmem did not hand out, an interior pointer, a write past the block's end
+//!   or a layout mismatch is reported on stderr and the process aborts. Slower, and 8
+//!   bytes more per small block.
+//! - `nightly` (nightly compiler): the thread cache lives in a `#[thread_local]` static.
+//!   Without it, it lives in an initial-exec TLS slot declared in assembly, which stable
+//!   Rust supports on x86-64 and AArch64 Linux (glibc and musl); other targets need this
+//!   feature.
+//!
+//! # Environment variables
+//!
+//! - `HAKMEM_PROFILE`: `fast`, `balanced` or `lean`, read once at the first allocation
+//!   (without allocating). An unknown value gets a one-line warning on stderr and `fast`.
+//!   A profile fixed with [`HakMemWith`] wins.
+//!
+//! The C library (`libhakmem.so`, built from the repository's `hakmem-cabi` crate) also
+//! reads `HAKMEM_STATS`, `HAKMEM_VERBOSE` and `HAKMEM_CHECK`; see the repository's README.
 #![deny(unsafe_op_in_unsafe_fn)]
 
 use core::alloc::{GlobalAlloc, Layout};
@@ -63,6 +128,7 @@ pub struct HakMemWith {
 }
 
 impl HakMemWith {
+    /// The allocator with `profile`, applied at its first allocation.
     pub const fn new(profile: Profile) -> Self {
         HakMemWith { profile }
     }

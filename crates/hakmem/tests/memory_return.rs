@@ -2,8 +2,9 @@
 //! RSS (from /proc/self/statm) falls, in each profile. Each profile runs in a child process
 //! (the profile is process-wide): this test binary re-run with `HAKMEM_RETURN_CASE`.
 
+mod common;
+
 use std::alloc::{GlobalAlloc, Layout};
-use std::process::Command;
 
 #[global_allocator]
 static GLOBAL: hakmem::HakMem = hakmem::HakMem;
@@ -54,8 +55,7 @@ fn child() {
 
 /// RSS at the peak, right after the free, after 2 s of idling, after trim.
 fn measure(profile: &str) -> (usize, usize, usize, usize) {
-    let out = Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "child", "--nocapture", "--test-threads=1"])
+    let out = common::this_test_binary("child")
         .env("HAKMEM_RETURN_CASE", profile)
         .output()
         .unwrap();

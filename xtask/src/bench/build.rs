@@ -8,6 +8,7 @@ use std::process::Command;
 use anyhow::Result;
 
 use super::mimalloc3;
+use super::musl::{self, MuslBins};
 use crate::shared::build::{cargo_build, workload_programs};
 use crate::shared::{Allocator, Paths};
 
@@ -19,11 +20,18 @@ pub struct Built {
     pub libhakmem: Result<PathBuf, String>,
     /// The C rows' mimalloc (see [`mimalloc3`]).
     pub mimalloc3: Result<mimalloc3::Mimalloc3, String>,
+    /// The musl rows' programs.
+    pub musl: Result<MuslBins, String>,
 }
 
 const C_SOURCE: &str = "benches/c/workloads.c";
 
-pub fn build(paths: &Paths, want_c: bool, allocators: &[Allocator]) -> Result<Built> {
+pub fn build(
+    paths: &Paths,
+    want_c: bool,
+    want_musl: bool,
+    allocators: &[Allocator],
+) -> Result<Built> {
     let rust_bins = workload_programs(paths)?;
     let wanted = |a: Allocator| want_c && allocators.contains(&a);
     fn not_selected<T>() -> Result<T, String> {
@@ -51,6 +59,11 @@ pub fn build(paths: &Paths, want_c: bool, allocators: &[Allocator]) -> Result<Bu
             mimalloc3::build(paths)
         } else {
             not_selected()
+        },
+        musl: if want_musl {
+            musl::build(paths, allocators)
+        } else {
+            Err("no musl workload selected".to_string())
         },
     })
 }

@@ -7,6 +7,7 @@ mod chart;
 pub mod docs;
 mod meta;
 pub mod mimalloc3;
+mod musl;
 mod plan;
 pub mod preload;
 mod report;
@@ -65,14 +66,23 @@ impl BenchArgs {
 
     /// Whether any C workload could be selected.
     fn wants_c(&self) -> bool {
-        self.workload.is_empty() || self.workload.iter().any(|w| w.starts_with("c-"))
+        self.wants_prefix("c-")
+    }
+
+    /// Whether any musl workload could be selected.
+    fn wants_musl(&self) -> bool {
+        self.wants_prefix(musl::PREFIX)
+    }
+
+    fn wants_prefix(&self, prefix: &str) -> bool {
+        self.workload.is_empty() || self.workload.iter().any(|w| w.starts_with(prefix))
     }
 }
 
 pub fn run(args: BenchArgs) -> Result<ExitCode> {
     let paths = Paths::new();
     let allocators = args.allocators();
-    let built = build::build(&paths, args.wants_c(), &allocators)?;
+    let built = build::build(&paths, args.wants_c(), args.wants_musl(), &allocators)?;
     let plan = plan::plan(&args, &allocators, &built)?;
     ensure!(
         !plan.workloads.is_empty(),

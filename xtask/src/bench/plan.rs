@@ -7,7 +7,7 @@ use std::process::Command;
 use anyhow::{bail, ensure, Context, Result};
 
 use super::build::Built;
-use super::{preload, BenchArgs};
+use super::{musl, preload, BenchArgs};
 use crate::shared::Allocator;
 
 /// How to start one run.
@@ -55,7 +55,7 @@ pub fn plan(args: &BenchArgs, allocators: &[Allocator], built: &Built) -> Result
         .filter(|a| a.has_rust_program())
         .collect();
     let mut plan = Plan {
-        workloads: suite(&rust, rust_setup, args, &rust_allocators, scale),
+        workloads: suite(&rust, "", rust_setup, args, &rust_allocators, scale),
         notes: Vec::new(),
         preloads: Vec::new(),
     };
@@ -67,8 +67,47 @@ pub fn plan(args: &BenchArgs, allocators: &[Allocator], built: &Built) -> Result
         }
         Err(_) => Vec::new(),
     };
-    check_names(&args.workload, &rust, &c, built.c_program.is_ok())?;
+    let musl_names = plan_musl(&mut plan, &rust, args, allocators, built, scale);
+    check_names(
+        &args.workload,
+        &rust,
+        &c,
+        built.c_program.is_ok(),
+        &musl_names,
+    )?;
     Ok(plan)
+}
+
+/// Add the musl workloads (the Rust ones, renamed `musl-*`), or the note of why they are
+/// skipped; their names.
+fn plan_musl(
+    plan: &mut Plan,
+    rust: &Listing,
+    args: &BenchArgs,
+    allocators: &[Allocator],
+    built: &Built,
+    scale: f64,
+) -> Listing {
+    let names: Listing = rust
+        .iter()
+        .map(|(name, ops)| (format!("{}{name}", musl::PREFIX), *ops))
+        .collect();
+    match &built.musl {
+        Ok(bins) => {
+            for (a, program) in &bins.programs {
+                if let Err(why) = program {
+                    plan.notes
+                        .push(format!("musl rows of {} skipped: {why}", a.name()));
+                }
+            }
+            let setup = |a: Allocator| bins.program(a).map(|p| (p, None));
+            let workloads = suite(rust, musl::PREFIX, setup, args, allocators, scale);
+            plan.workloads.extend(workloads);
+        }
+        Err(why) if args.wants_musl() => plan.notes.push(format!("musl workloads skipped: {why}")),
+        Err(_) => {}
+    }
+    names
 }
 
 /// Add the C workloads, run under each allocator's `LD_PRELOAD` library; their listing.
@@ -97,14 +136,16 @@ fn plan_c(
             .expect("every allocator checked");
         lib.clone().map(|lib| (program.to_path_buf(), lib))
     };
-    let workloads = suite(&c, c_setup, args, allocators, scale);
+    let workloads = suite(&c, "", c_setup, args, allocators, scale);
     plan.workloads.extend(workloads);
     Ok(c)
 }
 
-/// The selected workloads of one program listing, each with a target per allocator.
+/// The selected workloads of one program listing, each with a target per allocator; each
+/// is named `prefix` + its name in the listing (which is what the program is told).
 fn suite(
     listing: &Listing,
+    prefix: &str,
     setup: impl Fn(Allocator) -> Result<(PathBuf, Option<PathBuf>), String>,
     args: &BenchArgs,
     allocators: &[Allocator],
@@ -116,8 +157,9 @@ fn suite(
     }
     listing
         .iter()
-        .filter(|(name, _)| selected(name))
-        .map(|(name, default_ops)| {
+        .map(|(name, ops)| (format!("{prefix}{name}"), name, ops))
+        .filter(|(shown, _, _)| selected(shown))
+        .map(|(shown, name, default_ops)| {
             let ops = ((*default_ops as f64 * scale).round() as u64).max(1);
             let targets = allocators
                 .iter()
@@ -131,7 +173,7 @@ fn suite(
                 })
                 .collect();
             WorkloadPlan {
-                name: name.clone(),
+                name: shown,
                 ops,
                 targets,
             }
@@ -149,15 +191,22 @@ fn scale(ops: Option<u64>, rust: &Listing) -> Result<f64> {
     Ok(ops as f64 / reference.1 as f64)
 }
 
-fn check_names(wanted: &[String], rust: &Listing, c: &Listing, c_known: bool) -> Result<()> {
-    let known = |name: &str| rust.iter().chain(c).any(|(n, _)| n == name);
+fn check_names(
+    wanted: &[String],
+    rust: &Listing,
+    c: &Listing,
+    c_known: bool,
+    musl: &Listing,
+) -> Result<()> {
+    let all = || rust.iter().chain(c).chain(musl);
+    let known = |name: &str| all().any(|(n, _)| n == name);
     // Without the C program its names are unknown: those requests become the note.
     let unknown: Vec<&String> = wanted
         .iter()
         .filter(|w| !known(w) && (c_known || !w.starts_with("c-")))
         .collect();
     if !unknown.is_empty() {
-        let names: Vec<&str> = rust.iter().chain(c).map(|(n, _)| n.as_str()).collect();
+        let names: Vec<&str> = all().map(|(n, _)| n.as_str()).collect();
         bail!(
             "unknown workload(s) {unknown:?}; known: {}",
             names.join(", ")

@@ -15,16 +15,23 @@ pub fn workload_programs(paths: &Paths) -> Result<PathBuf> {
 
 /// `cargo build --release -p PACKAGE`, its output shown as it goes.
 pub fn cargo_build(paths: &Paths, package: &str) -> Result<()> {
+    cargo_build_with(paths, package, &[])
+}
+
+/// `cargo build --release -p PACKAGE EXTRA...`, its output shown as it goes.
+pub fn cargo_build_with(paths: &Paths, package: &str, extra: &[&str]) -> Result<()> {
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    eprintln!("building {package} (release)");
+    let shown = extra.join(" ");
+    eprintln!("building {package} (release) {shown}");
     let status = Command::new(cargo)
         .args(["build", "--release", "--package", package])
+        .args(extra)
         .current_dir(&paths.root)
         .status()
         .context("running cargo")?;
     ensure!(
         status.success(),
-        "`cargo build --release -p {package}` failed"
+        "`cargo build --release -p {package} {shown}` failed"
     );
     Ok(())
 }

@@ -16,13 +16,25 @@ use std::sync::{Mutex, OnceLock};
 /// `HAKMEM_TEST_LIB_DIR=$PWD/target/release` (an absolute path: tests run in the crate
 /// folder) tests a library built elsewhere instead
 /// (`cargo build --release -p hakmem-cabi` first).
+///
+/// The folder also gets `libhakmem.so.0`, a link to `libhakmem.so`: the name (the
+/// soname) that programs linked with `-lhakmem` look for when they start.
 pub fn lib_dir() -> PathBuf {
     static BUILT: OnceLock<PathBuf> = OnceLock::new();
     BUILT
-        .get_or_init(|| match std::env::var_os("HAKMEM_TEST_LIB_DIR") {
-            Some(dir) => std::fs::canonicalize(&dir)
-                .expect("HAKMEM_TEST_LIB_DIR is an existing absolute path"),
-            None => build_library(),
+        .get_or_init(|| {
+            let dir = match std::env::var_os("HAKMEM_TEST_LIB_DIR") {
+                Some(dir) => std::fs::canonicalize(&dir)
+                    .expect("HAKMEM_TEST_LIB_DIR is an existing absolute path"),
+                None => build_library(),
+            };
+            // Test processes run at once: another one may have made the link first.
+            match std::os::unix::fs::symlink("libhakmem.so", dir.join("libhakmem.so.0")) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+                Err(e) => panic!("link libhakmem.so.0 to libhakmem.so: {e}"),
+            }
+            dir
         })
         .clone()
 }
