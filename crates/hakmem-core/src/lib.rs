@@ -132,7 +132,12 @@ pub unsafe fn realloc(p: *mut u8, old_size: usize, align: usize, new_size: usize
                 // Only move in place when the alignment is the block's own.
                 // SAFETY: the header is the block's.
                 Some(h) if h.offset() == large_offset(align) => unsafe {
-                    large::realloc(h, new_size)
+                    match large::realloc(h, new_size) {
+                        // `mremap` cannot move the mapping (a reused extent may span
+                        // several kernel mappings): copy instead.
+                        q if q.is_null() => move_block(p, old_size, align, new_size),
+                        q => q,
+                    }
                 },
                 // SAFETY: by the caller.
                 _ => unsafe { move_block(p, old_size, align, new_size) },
@@ -281,7 +286,11 @@ pub unsafe fn realloc_unsized(p: *mut u8, new_size: usize) -> *mut u8 {
             let h = unsafe { large::header_of(p) }.expect("validated");
             if class_for(new_size, MIN_ALIGN).is_none() {
                 // SAFETY: the header is the block's.
-                return unsafe { large::realloc(h, new_size) };
+                let q = unsafe { large::realloc(h, new_size) };
+                if !q.is_null() {
+                    return q;
+                }
+                // `mremap` cannot move the mapping: copy below instead.
             }
             let q = alloc(new_size, MIN_ALIGN);
             if !q.is_null() {
