@@ -6,6 +6,9 @@
 //! is about `sqrt(interval / bytes)`, and at 16 KiB it is under 2 % for every figure
 //! checked here (10 % is then more than five standard errors), so the test is not flaky.
 
+mod common;
+mod shadow;
+
 use hakmem::heap_profile::{self, decode, Options};
 use hakmem::HakMem;
 use std::alloc::{alloc, dealloc, Layout};
@@ -89,7 +92,7 @@ fn sum_for(m: &std::collections::HashMap<String, i64>, f: &str) -> i64 {
 
 #[test]
 fn known_sites_within_ten_percent() {
-    let _serial = SERIAL.lock().unwrap();
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     start();
     let mut kept = Vec::with_capacity(60_000);
     site_a(&mut kept);
@@ -204,7 +207,7 @@ fn maybe_go_pprof(path: &std::path::Path) {
 /// no recursion, and a forked child can allocate and sample.
 #[test]
 fn threads_exit_and_fork_while_sampling() {
-    let _serial = SERIAL.lock().unwrap();
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     heap_profile::start(Options { interval: 4 * KIB }).unwrap();
     let threads: Vec<_> = (0..4)
         .map(|t| {
@@ -245,4 +248,24 @@ fn fork_and_allocate() {
     // SAFETY: waits for our own child.
     assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
     assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0);
+}
+
+/// The shadow model through `HakMem` (sized frees, realloc) on one thread and on three,
+/// sampling every 256 bytes on average: sampled blocks are kept apart, aligned and intact,
+/// and their frees and reallocs are routed back correctly.
+#[test]
+fn shadow_model_while_sampling() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    heap_profile::start(Options { interval: 256 }).unwrap();
+    for seed in 0..4 * common::scale() as u64 {
+        let ops = shadow::ops_from_bytes(&common::Rng::new(seed).bytes(8 * 2000));
+        shadow::run(&ops, shadow::Api::Sized);
+        shadow::run_threads(&ops, &shadow::Api::Sized, 3);
+    }
+    let snap = heap_profile::snapshot();
+    assert!(
+        snap.stacks.iter().map(|s| s.samples).sum::<u64>() > 100,
+        "few samples"
+    );
+    heap_profile::stop();
 }
