@@ -27,6 +27,9 @@ use std::sync::OnceLock;
 static PREFIX: OnceLock<PathBuf> = OnceLock::new();
 /// The write end of the signal pipe (-1 when none).
 static PIPE: AtomicI32 = AtomicI32::new(-1);
+/// The process that started profiling: a forked child that exits writes no profile over
+/// its parent's.
+static OWNER_PID: AtomicI32 = AtomicI32::new(0);
 /// Dumps made on signal so far.
 static DUMPS: AtomicUsize = AtomicUsize::new(0);
 
@@ -63,6 +66,8 @@ pub fn init_from_env() {
         return;
     }
     let _ = PREFIX.set(prefix);
+    // SAFETY: getpid has no preconditions.
+    OWNER_PID.store(unsafe { libc::getpid() }, Relaxed);
     mode::profile();
     // SAFETY: `at_exit` is an `extern "C" fn()` that never unwinds.
     unsafe { libc::atexit(at_exit) };
@@ -178,6 +183,10 @@ fn report_dump(prefix: &std::path::Path, r: std::io::Result<[PathBuf; 4]>) {
 }
 
 extern "C" fn at_exit() {
+    // SAFETY: getpid has no preconditions.
+    if unsafe { libc::getpid() } != OWNER_PID.load(Relaxed) {
+        return;
+    }
     let _busy = hp::Busy::enter();
     hp::stop();
     if let Some(prefix) = PREFIX.get() {
