@@ -3,6 +3,7 @@
 mod bench;
 mod checks;
 mod fuzz;
+mod profile;
 mod shared;
 mod soak;
 
@@ -23,6 +24,9 @@ enum Task {
     Bench(bench::BenchArgs),
     /// Run workloads for a while; RSS and throughput epoch by epoch, drift, memory return.
     Soak(soak::SoakArgs),
+    /// Run a program under LD_PRELOAD with the heap profiler on; print the top allocation
+    /// sites, write DIR/heap.pb.gz (pprof) and DIR/heap.svg (flame graph of bytes in use).
+    Profile(profile::ProfileArgs),
     /// Run every cargo-fuzz target (nightly) for a while each.
     Fuzz {
         /// Seconds per target.
@@ -50,6 +54,7 @@ fn main() -> ExitCode {
     match Cli::parse().task {
         Task::Bench(args) => finish(bench::run(args)),
         Task::Soak(args) => finish(soak::run(args)),
+        Task::Profile(args) => finish(profile::run(args)),
         Task::Fuzz { time } => ok(fuzz::run(time)),
         Task::CheckTsan => ok(checks::run("check-tsan")),
         Task::CheckLoom => ok(checks::run("check-loom")),

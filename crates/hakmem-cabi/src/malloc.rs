@@ -147,10 +147,12 @@ unsafe fn free_other(p: *mut u8) {
             unsafe { hakmem_core::free(p) }
         }
         Owner::Foreign => foreign::free(p),
-        // SAFETY: a live sampled block (its check word matched), which the caller gives up.
-        Owner::Invalid if heap_profile::is_sampled_in_chunk(p) => unsafe {
-            heap_profile::free_sampled(p)
-        },
+        Owner::Invalid if heap_profile::is_sampled_in_chunk(p) => {
+            stats::on_free(p);
+            // SAFETY: a live sampled block (its check word matched), which the caller
+            // gives up.
+            unsafe { heap_profile::free_sampled(p) }
+        }
         Owner::Invalid => hakmem_core::report_misuse(p, Misuse::InvalidFree, None),
     }
 }
@@ -190,11 +192,11 @@ pub unsafe fn free_sized_block(p: *mut c_void, size: usize, align: usize) {
 #[inline(never)]
 unsafe fn free_sized_in_mode(p: *mut u8, size: usize, align: usize) {
     let _errno = errno::Preserve::new();
+    stats::on_free(p);
     if heap_profile::is_sampled_in_chunk(p) {
         // SAFETY: a live sampled block, which the caller gives up.
         return unsafe { heap_profile::free_sampled(p) };
     }
-    stats::on_free(p);
     if mode::checked() {
         // SAFETY: by the caller; misuse, a stated size included, is reported.
         return unsafe { checked::dealloc(p, size, align) };

@@ -430,15 +430,29 @@ pub fn output_paths(prefix: &Path) -> [PathBuf; 4] {
 
 /// Take a snapshot and write it as every file of [`output_paths`]; returns the paths.
 /// `prefix` may end in `.pb.gz`.
+///
+/// `%p` in `prefix` stands for the process id. Each file is written under a temporary
+/// name and renamed, so that processes sharing a prefix (a shell script's children, say)
+/// never leave a torn file: the last to finish wins.
 pub fn dump(prefix: impl AsRef<Path>) -> io::Result<[PathBuf; 4]> {
     let _busy = Busy::enter();
-    let paths = output_paths(prefix.as_ref());
+    let pid = std::process::id();
+    let prefix = prefix.as_ref().to_string_lossy().replace("%p", &pid.to_string());
+    let paths = output_paths(Path::new(&prefix));
     let snap = snapshot();
-    let file = |p: &PathBuf| std::fs::File::create(p).map(io::BufWriter::new);
-    write_pprof(&snap, file(&paths[0])?)?;
-    write_flamegraph(&snap, Measure::InUse, file(&paths[1])?)?;
-    write_flamegraph(&snap, Measure::Allocated, file(&paths[2])?)?;
-    std::fs::write(&paths[3], report(&snap, 20))?;
+    let write = |path: &PathBuf, f: &dyn Fn(&mut io::BufWriter<std::fs::File>) -> io::Result<()>| {
+        let mut tmp = path.as_os_str().to_owned();
+        tmp.push(format!(".tmp{pid}"));
+        let mut w = io::BufWriter::new(std::fs::File::create(&tmp)?);
+        f(&mut w)?;
+        io::Write::flush(&mut w)?;
+        drop(w);
+        std::fs::rename(&tmp, path)
+    };
+    write(&paths[0], &|w| write_pprof(&snap, w))?;
+    write(&paths[1], &|w| write_flamegraph(&snap, Measure::InUse, w))?;
+    write(&paths[2], &|w| write_flamegraph(&snap, Measure::Allocated, w))?;
+    write(&paths[3], &|w| io::Write::write_all(w, report(&snap, 20).as_bytes()))?;
     Ok(paths)
 }
 
