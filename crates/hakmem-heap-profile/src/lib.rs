@@ -283,6 +283,12 @@ fn alloc_sampled(size: usize, align: usize, zeroed: bool) -> *mut u8 {
     }
 }
 
+/// Whether any block was ever sampled (then frees must ask [`is_sampled`]).
+#[inline(always)]
+pub fn any_sampled() -> bool {
+    ANY_SAMPLED.load(Relaxed)
+}
+
 /// Whether the block `p` (a hakmem block, or a sampled one) is a sampled block: one load
 /// until the first sample, then one more load and a compare.
 ///
@@ -309,6 +315,8 @@ unsafe fn check_word(p: *const u8) -> bool {
 
 /// [`is_sampled`] for any pointer inside one of hakmem's chunks (an invalid pointer C's
 /// `free` was given, say): false for anything at a chunk's start or misaligned.
+// Safe for any pointer: it reads only inside a chunk hakmem mapped, after checking that.
+#[allow(clippy::not_unsafe_ptr_arg_deref)]
 pub fn is_sampled_in_chunk(p: *const u8) -> bool {
     let addr = p as usize;
     if !ANY_SAMPLED.load(Relaxed)
@@ -437,10 +445,14 @@ pub fn output_paths(prefix: &Path) -> [PathBuf; 4] {
 pub fn dump(prefix: impl AsRef<Path>) -> io::Result<[PathBuf; 4]> {
     let _busy = Busy::enter();
     let pid = std::process::id();
-    let prefix = prefix.as_ref().to_string_lossy().replace("%p", &pid.to_string());
+    let prefix = prefix
+        .as_ref()
+        .to_string_lossy()
+        .replace("%p", &pid.to_string());
     let paths = output_paths(Path::new(&prefix));
     let snap = snapshot();
-    let write = |path: &PathBuf, f: &dyn Fn(&mut io::BufWriter<std::fs::File>) -> io::Result<()>| {
+    let write = |path: &PathBuf,
+                 f: &dyn Fn(&mut io::BufWriter<std::fs::File>) -> io::Result<()>| {
         let mut tmp = path.as_os_str().to_owned();
         tmp.push(format!(".tmp{pid}"));
         let mut w = io::BufWriter::new(std::fs::File::create(&tmp)?);
@@ -451,8 +463,12 @@ pub fn dump(prefix: impl AsRef<Path>) -> io::Result<[PathBuf; 4]> {
     };
     write(&paths[0], &|w| write_pprof(&snap, w))?;
     write(&paths[1], &|w| write_flamegraph(&snap, Measure::InUse, w))?;
-    write(&paths[2], &|w| write_flamegraph(&snap, Measure::Allocated, w))?;
-    write(&paths[3], &|w| io::Write::write_all(w, report(&snap, 20).as_bytes()))?;
+    write(&paths[2], &|w| {
+        write_flamegraph(&snap, Measure::Allocated, w)
+    })?;
+    write(&paths[3], &|w| {
+        io::Write::write_all(w, report(&snap, 20).as_bytes())
+    })?;
     Ok(paths)
 }
 

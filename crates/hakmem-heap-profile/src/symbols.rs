@@ -121,7 +121,7 @@ pub fn snapshot() -> Snapshot {
             }
         })
         .collect();
-    stacks.sort_by(|a, b| (b.inuse_bytes, b.alloc_bytes).cmp(&(a.inuse_bytes, a.alloc_bytes)));
+    stacks.sort_by_key(|s| std::cmp::Reverse((s.inuse_bytes, s.alloc_bytes)));
     Snapshot {
         stacks,
         interval: crate::interval(),

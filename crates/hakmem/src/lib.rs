@@ -58,6 +58,22 @@ mod front {
     /// As for [`hakmem_core::dealloc`].
     #[inline(always)]
     pub unsafe fn dealloc(p: *mut u8, size: usize, align: usize) {
+        if hp::any_sampled() {
+            // SAFETY: by the caller.
+            return unsafe { dealloc_profiled(p, size, align) };
+        }
+        // SAFETY: by the caller.
+        unsafe { entry::dealloc(p, size, align) }
+    }
+
+    /// [`dealloc`] once a block was sampled, out of line so that the inlined free path
+    /// stays as small as without the profiler.
+    ///
+    /// # Safety
+    /// As for [`hakmem_core::dealloc`].
+    #[cold]
+    #[inline(never)]
+    unsafe fn dealloc_profiled(p: *mut u8, size: usize, align: usize) {
         // SAFETY: `p` is a block we handed out, so the word before it is readable.
         if unsafe { hp::is_sampled(p) } {
             // SAFETY: a live sampled block the caller gives up.

@@ -552,7 +552,9 @@ impl<'a, E: Entries> Model<'a, E> {
 }
 
 /// The usable size of a block the heap profiler sampled (handed out inside a larger
-/// hakmem block, so `owner` calls it invalid); `None` for any other block.
+/// hakmem block, so `owner` calls it invalid); `None` for any other block. (The C API's
+/// model mounts this file too, in a crate without the feature.)
+#[allow(unexpected_cfgs)]
 fn sampled_usable(p: *mut u8) -> Option<usize> {
     #[cfg(feature = "heap-profile")]
     // SAFETY: `p` is a block hakmem handed out (the model only asks about those).
