@@ -32,7 +32,24 @@ pub fn alloc_or_null(size: usize, align: usize) -> *mut c_void {
     if mode::plain() {
         return hakmem_core::alloc(size, align).cast();
     }
-    alloc_in_mode(size, align, false)
+    alloc_not_plain(size, align, false)
+}
+
+/// Allocate when the mode is not plain: heap profiling alone (the countdown, then the
+/// allocation inlined here: the common case while profiling, so not cold), or anything
+/// else through [`alloc_in_mode`].
+#[inline(never)]
+fn alloc_not_plain(size: usize, align: usize, zeroed: bool) -> *mut c_void {
+    if mode::profiled_only() {
+        if heap_profile::should_sample(size) {
+            return heap_profile::alloc_slow(size, align, zeroed, |size, align| {
+                core_alloc(size, align, zeroed)
+            })
+            .cast();
+        }
+        return core_alloc(size, align, zeroed).cast();
+    }
+    alloc_in_mode(size, align, zeroed)
 }
 
 /// Allocate (zeroed if `zeroed`) in checked mode and / or counting, deciding the mode
@@ -56,6 +73,7 @@ fn alloc_in_mode(size: usize, align: usize, zeroed: bool) -> *mut c_void {
     p.cast()
 }
 
+#[inline(always)]
 fn core_alloc(size: usize, align: usize, zeroed: bool) -> *mut u8 {
     if zeroed {
         hakmem_core::alloc_zeroed(size, align)
@@ -90,7 +108,7 @@ pub fn alloc_array_zeroed(n: usize, size: usize) -> *mut c_void {
     let p = if mode::plain() {
         hakmem_core::alloc_zeroed(total, MIN_ALIGN).cast()
     } else {
-        alloc_in_mode(total, MIN_ALIGN, true)
+        alloc_not_plain(total, MIN_ALIGN, true)
     };
     if p.is_null() {
         return out_of_memory();

@@ -47,6 +47,12 @@ pub fn profiled() -> bool {
     MODE.load(Relaxed) & PROFILED != 0
 }
 
+/// Heap profiling is the only thing on (decided, unchecked, uncounted).
+#[inline(always)]
+pub fn profiled_only() -> bool {
+    MODE.load(Relaxed) == PROFILED
+}
+
 /// Send every allocation through [`crate::heap_profile`]'s countdown from now on.
 pub fn profile() {
     MODE.fetch_or(PROFILED, Relaxed);

@@ -15,7 +15,9 @@ use std::alloc::{GlobalAlloc, Layout};
 static G: hakmem::HakMem = hakmem::HakMem;
 
 fn arg(i: usize) -> Option<usize> {
-    std::env::args().nth(i).map(|v| v.parse().expect("a number"))
+    std::env::args()
+        .nth(i)
+        .map(|v| v.parse().expect("a number"))
 }
 
 fn start(interval: Option<usize>) {
@@ -58,7 +60,12 @@ fn pairs(depth: usize, n: usize) {
 
 fn rss_kb() -> usize {
     let s = std::fs::read_to_string("/proc/self/statm").unwrap();
-    s.split_whitespace().nth(1).unwrap().parse::<usize>().unwrap() * 4
+    s.split_whitespace()
+        .nth(1)
+        .unwrap()
+        .parse::<usize>()
+        .unwrap()
+        * 4
 }
 
 fn rss(n: usize, size: usize) {
@@ -90,6 +97,8 @@ fn main() {
             start(Some(arg(4).unwrap_or(4096)));
             rss(arg(2).expect("N"), arg(3).expect("SIZE"));
         }
-        _ => eprintln!("usage: heap_profile_cost pair N [INTERVAL [DEPTH]] | rss N SIZE [INTERVAL]"),
+        _ => {
+            eprintln!("usage: heap_profile_cost pair N [INTERVAL [DEPTH]] | rss N SIZE [INTERVAL]")
+        }
     }
 }
