@@ -55,9 +55,9 @@ mod flame;
 mod pprof;
 mod symbols;
 pub mod table;
+mod tls;
 pub mod unwind;
 
-use core::cell::Cell;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed};
@@ -80,16 +80,6 @@ static INTERVAL: AtomicUsize = AtomicUsize::new(DEFAULT_INTERVAL);
 static ANY_SAMPLED: AtomicBool = AtomicBool::new(false);
 /// The per-process secret of the header's check word (set before the first sample).
 static MAGIC: AtomicU64 = AtomicU64::new(0);
-
-thread_local! {
-    /// Bytes left before the next sample; zero at thread start, so the first allocation
-    /// of a thread takes the slow path, which draws the first interval.
-    static COUNTDOWN: Cell<isize> = const { Cell::new(0) };
-    /// The thread's generator (xorshift64*); zero until the first draw.
-    static RNG: Cell<u64> = const { Cell::new(0) };
-    /// Set while this thread samples or writes a profile: its allocations are plain.
-    static BUSY: Cell<bool> = const { Cell::new(false) };
-}
 
 /// Options of [`start`].
 #[derive(Clone, Copy, Debug)]
@@ -158,23 +148,23 @@ fn now_nanos() -> u64 {
 /// inlined into an executable (a subtraction from a thread-local and a branch).
 #[inline(always)]
 pub fn should_sample(size: usize) -> bool {
-    COUNTDOWN.with(|c| {
-        let left = c.get().wrapping_sub(size as isize);
-        c.set(left);
+    tls::with(|t| {
+        let left = t.countdown.get().wrapping_sub(size as isize);
+        t.countdown.set(left);
         left < 0
     })
 }
 
 /// The next pseudo-random 64-bit number of this thread.
 fn next_random() -> u64 {
-    let mut x = RNG.get();
+    let mut x = tls::with(|t| t.rng.get());
     if x == 0 {
         x = secret() ^ (&x as *const u64 as u64);
     }
     x ^= x >> 12;
     x ^= x << 25;
     x ^= x >> 27;
-    RNG.set(x);
+    tls::with(|t| t.rng.set(x));
     x.wrapping_mul(0x2545_F491_4F6C_DD1D)
 }
 
@@ -191,16 +181,17 @@ fn draw_interval() -> isize {
 #[cold]
 #[inline(never)]
 fn decide(size: usize) -> bool {
-    if RNG.get() == 0 {
+    if tls::with(|t| t.rng.get()) == 0 {
         // The thread's first slow path: the countdown started at zero, not at a draw.
         let left = draw_interval().saturating_sub(size as isize);
-        COUNTDOWN.set(left);
+        tls::with(|t| t.countdown.set(left));
         if left >= 0 {
             return false;
         }
     }
-    COUNTDOWN.set(draw_interval());
-    RUNNING.load(Relaxed) && !BUSY.get() && size < MAX_SAMPLED_SIZE
+    let next = draw_interval();
+    tls::with(|t| t.countdown.set(next));
+    RUNNING.load(Relaxed) && !is_busy() && size < MAX_SAMPLED_SIZE
 }
 
 /// The probability that an allocation of `size` bytes is sampled.
@@ -214,19 +205,20 @@ pub struct Busy(bool);
 
 impl Busy {
     pub fn enter() -> Busy {
-        Busy(BUSY.replace(true))
+        Busy(tls::with(|t| t.busy.replace(true)))
     }
 }
 
 impl Drop for Busy {
     fn drop(&mut self) {
-        BUSY.set(self.0);
+        let was = self.0;
+        tls::with(|t| t.busy.set(was));
     }
 }
 
 /// Whether this thread is sampling or writing a profile.
 pub fn is_busy() -> bool {
-    BUSY.get()
+    tls::with(|t| t.busy.get())
 }
 
 /// The slow path of an allocation after [`should_sample`]: a sampled block, or
