@@ -5,6 +5,7 @@ mod checks;
 mod fuzz;
 mod install;
 mod pair_count;
+mod profile;
 mod shared;
 mod soak;
 
@@ -33,6 +34,9 @@ enum Task {
     },
     /// Run workloads for a while; RSS and throughput epoch by epoch, drift, memory return.
     Soak(soak::SoakArgs),
+    /// Run a program under LD_PRELOAD with the heap profiler on; print the top allocation
+    /// sites, write DIR/heap.pb.gz (pprof) and DIR/heap.svg (flame graph of bytes in use).
+    Profile(profile::ProfileArgs),
     /// Run every cargo-fuzz target (nightly) for a while each.
     Fuzz {
         /// Seconds per target.
@@ -62,6 +66,7 @@ fn main() -> ExitCode {
         Task::PairCount(args) => finish(pair_count::run(args)),
         Task::Soak(args) => finish(soak::run(args)),
         Task::Install { prefix } => finish(install::run(&prefix).map(|()| ExitCode::SUCCESS)),
+        Task::Profile(args) => finish(profile::run(args)),
         Task::Fuzz { time } => ok(fuzz::run(time)),
         Task::CheckTsan => ok(checks::run("check-tsan")),
         Task::CheckLoom => ok(checks::run("check-loom")),

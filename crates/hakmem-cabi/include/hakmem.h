@@ -123,6 +123,17 @@ struct HakmemStats hakmem_stats(void);
  */
 void hakmem_stats_print(void);
 
+/**
+ * Write a heap profile of the running process: `prefix.pb.gz` (pprof), `prefix.svg`
+ * (flame graph of bytes in use), `prefix.alloc.svg` (of bytes allocated), `prefix.txt`
+ * (top stacks). Profiling must have been started with `HAKMEM_HEAP_PROFILE`. Returns 0,
+ * or -1 when profiling is off or a file could not be written.
+ *
+ * # Safety
+ * `prefix` is a NUL-terminated path.
+ */
+int hakmem_heap_profile_dump(const char *prefix);
+
 #ifdef __cplusplus
 }  // extern "C"
 #endif  // __cplusplus

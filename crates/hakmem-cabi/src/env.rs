@@ -7,6 +7,8 @@
 //! - `HAKMEM_CHECK=1`: checked mode, misuse reported ([`crate::mode`]); read by the first
 //!   call of the malloc family if that comes before this constructor.
 //! - `HAKMEM_PROFILE=fast|balanced|lean`: read by hakmem-core when it sets itself up.
+//! - `HAKMEM_HEAP_PROFILE`, `HAKMEM_HEAP_PROFILE_INTERVAL`, `HAKMEM_HEAP_PROFILE_SIGNAL`:
+//!   the heap profiler ([`crate::heap_profile`]).
 //!
 //! `0` or an empty value turns a flag off; anything else gets a one-line warning on stderr
 //! and is ignored. The constructor runs after libc's and before the program's, so every
@@ -81,6 +83,7 @@ extern "C" fn init() {
     // Let hakmem-core read HAKMEM_PROFILE now (and warn about a bad value) if no
     // allocation did so yet, so that the profile is known before the program starts.
     hakmem_core::process::init();
+    crate::heap_profile::init_from_env();
     if verbose {
         announce();
     }

@@ -12,6 +12,7 @@
 //! - [`env`] and [`stats`]: `HAKMEM_VERBOSE`, `HAKMEM_STATS` (`HAKMEM_PROFILE` is read by
 //!   hakmem-core), read by a constructor without allocating; the exit summary.
 //! - [`mode`]: `HAKMEM_CHECK=1` (checked mode) and counting, one byte the fast paths test.
+//! - [`heap_profile`]: `HAKMEM_HEAP_PROFILE` & co., the heap profiler's C interface.
 //! - [`errno`], [`fmt`]: helpers that never allocate.
 //!
 //! Rules every entry point keeps: never allocate through anything but hakmem-core, never
@@ -28,6 +29,7 @@ pub mod errno;
 pub mod fmt;
 pub mod foreign;
 pub mod glibc;
+pub mod heap_profile;
 pub mod malloc;
 pub mod mode;
 pub mod prefixed;

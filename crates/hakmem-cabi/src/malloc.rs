@@ -21,6 +21,7 @@ use crate::{errno, foreign, mode, stats};
 use core::ffi::{c_int, c_void};
 use core::ptr::null_mut;
 use hakmem_core::{checked, Misuse, Owner};
+use hakmem_heap_profile as heap_profile;
 
 /// The alignment of every block `malloc` hands out.
 pub const MIN_ALIGN: usize = hakmem_core::size_class::MIN_ALIGN;
@@ -31,7 +32,24 @@ pub fn alloc_or_null(size: usize, align: usize) -> *mut c_void {
     if mode::plain() {
         return hakmem_core::alloc(size, align).cast();
     }
-    alloc_in_mode(size, align, false)
+    alloc_not_plain(size, align, false)
+}
+
+/// Allocate when the mode is not plain: heap profiling alone (the countdown, then the
+/// allocation inlined here: the common case while profiling, so not cold), or anything
+/// else through [`alloc_in_mode`].
+#[inline(never)]
+fn alloc_not_plain(size: usize, align: usize, zeroed: bool) -> *mut c_void {
+    if mode::profiled_only() {
+        if heap_profile::should_sample(size) {
+            return heap_profile::alloc_slow(size, align, zeroed, |size, align| {
+                core_alloc(size, align, zeroed)
+            })
+            .cast();
+        }
+        return core_alloc(size, align, zeroed).cast();
+    }
+    alloc_in_mode(size, align, zeroed)
 }
 
 /// Allocate (zeroed if `zeroed`) in checked mode and / or counting, deciding the mode
@@ -40,8 +58,12 @@ pub fn alloc_or_null(size: usize, align: usize) -> *mut c_void {
 #[inline(never)]
 fn alloc_in_mode(size: usize, align: usize, zeroed: bool) -> *mut c_void {
     let p = match (mode::checked(), zeroed) {
-        (false, false) => hakmem_core::alloc(size, align),
-        (false, true) => hakmem_core::alloc_zeroed(size, align),
+        (false, _) if mode::profiled() && heap_profile::should_sample(size) => {
+            heap_profile::alloc_slow(size, align, zeroed, |size, align| {
+                core_alloc(size, align, zeroed)
+            })
+        }
+        (false, zeroed) => core_alloc(size, align, zeroed),
         (true, false) => checked::alloc(size, align),
         (true, true) => checked::alloc_zeroed(size, align),
     };
@@ -49,6 +71,15 @@ fn alloc_in_mode(size: usize, align: usize, zeroed: bool) -> *mut c_void {
         stats::on_alloc(p);
     }
     p.cast()
+}
+
+#[inline(always)]
+fn core_alloc(size: usize, align: usize, zeroed: bool) -> *mut u8 {
+    if zeroed {
+        hakmem_core::alloc_zeroed(size, align)
+    } else {
+        hakmem_core::alloc(size, align)
+    }
 }
 
 /// Allocate; on failure set `errno = ENOMEM` and return null.
@@ -77,7 +108,7 @@ pub fn alloc_array_zeroed(n: usize, size: usize) -> *mut c_void {
     let p = if mode::plain() {
         hakmem_core::alloc_zeroed(total, MIN_ALIGN).cast()
     } else {
-        alloc_in_mode(total, MIN_ALIGN, true)
+        alloc_not_plain(total, MIN_ALIGN, true)
     };
     if p.is_null() {
         return out_of_memory();
@@ -96,7 +127,7 @@ pub unsafe fn free_block(p: *mut c_void) {
     // The fast path: a small block, no checks, no statistics. hakmem-core keeps `errno` in the slow
     // path of its free; this path touches nothing else.
     if let Some(class) = hakmem_core::small_class_of(p) {
-        if mode::plain() {
+        if mode::plain_free() {
             // SAFETY: a live block of `class`, which the caller gives up.
             unsafe { hakmem_core::thread_cache::free(p, class) };
             return;
@@ -134,6 +165,12 @@ unsafe fn free_other(p: *mut u8) {
             unsafe { hakmem_core::free(p) }
         }
         Owner::Foreign => foreign::free(p),
+        Owner::Invalid if heap_profile::is_sampled_in_chunk(p) => {
+            stats::on_free(p);
+            // SAFETY: a live sampled block (its check word matched), which the caller
+            // gives up.
+            unsafe { heap_profile::free_sampled(p) }
+        }
         Owner::Invalid => hakmem_core::report_misuse(p, Misuse::InvalidFree, None),
     }
 }
@@ -174,6 +211,10 @@ pub unsafe fn free_sized_block(p: *mut c_void, size: usize, align: usize) {
 unsafe fn free_sized_in_mode(p: *mut u8, size: usize, align: usize) {
     let _errno = errno::Preserve::new();
     stats::on_free(p);
+    if heap_profile::is_sampled_in_chunk(p) {
+        // SAFETY: a live sampled block, which the caller gives up.
+        return unsafe { heap_profile::free_sampled(p) };
+    }
     if mode::checked() {
         // SAFETY: by the caller; misuse, a stated size included, is reported.
         return unsafe { checked::dealloc(p, size, align) };
@@ -217,6 +258,11 @@ pub unsafe fn realloc_block(p: *mut c_void, new_size: usize) -> *mut c_void {
     }
     let p = p.cast::<u8>();
     let checked = mode::checked();
+    let sampled = heap_profile::is_sampled_in_chunk(p);
+    if sampled || (mode::profiled() && !checked && heap_profile::should_sample(new_size)) {
+        // SAFETY: by the caller.
+        return unsafe { realloc_moving(p, new_size, sampled) };
+    }
     match hakmem_core::owner(p) {
         Owner::Foreign if checked => hakmem_core::report_misuse(p, Misuse::ForeignRealloc, None),
         // SAFETY: `p` is the caller's and readable, by the caller.
@@ -243,6 +289,45 @@ pub unsafe fn realloc_block(p: *mut c_void, new_size: usize) -> *mut c_void {
     }
 }
 
+/// `realloc` by moving, when the old block is sampled or the new one may be.
+///
+/// # Safety
+/// As for [`realloc_block`], `p` not null and `new_size` not 0; `sampled` says whether
+/// `p` is a sampled block.
+#[cold]
+#[inline(never)]
+unsafe fn realloc_moving(p: *mut u8, new_size: usize, sampled: bool) -> *mut c_void {
+    let old = if sampled {
+        // SAFETY: a live sampled block.
+        unsafe { heap_profile::usable_size_sampled(p) }
+    } else {
+        match hakmem_core::owner(p) {
+            Owner::Small { usable, .. } | Owner::Large { usable } => usable,
+            // SAFETY: `p` is the caller's and readable, by the caller.
+            Owner::Foreign => return unsafe { foreign::realloc(p, new_size) },
+            Owner::Invalid => hakmem_core::report_misuse(p, Misuse::InvalidFree, None),
+        }
+    };
+    let q = if mode::profiled() {
+        heap_profile::alloc_slow(new_size, MIN_ALIGN, false, |size, align| {
+            core_alloc(size, align, false)
+        })
+    } else {
+        hakmem_core::alloc(new_size, MIN_ALIGN)
+    };
+    if q.is_null() {
+        return out_of_memory();
+    }
+    stats::on_alloc(q);
+    // SAFETY: both blocks hold the bytes copied and are distinct; the old one is the
+    // caller's to give up.
+    unsafe {
+        core::ptr::copy_nonoverlapping(p, q, old.min(new_size));
+        free_block(p.cast());
+    }
+    q.cast()
+}
+
 /// `reallocarray`: `realloc(p, n * size)`, `ENOMEM` (and `p` untouched) on overflow.
 ///
 /// # Safety
@@ -264,7 +349,13 @@ pub fn usable_size(p: *const c_void) -> usize {
         // The canary's bytes are not the program's.
         return checked::usable_size(p.cast());
     }
-    hakmem_core::usable_size(p.cast())
+    match hakmem_core::usable_size(p.cast()) {
+        // SAFETY: a live sampled block (its check word matched).
+        0 if heap_profile::is_sampled_in_chunk(p.cast()) => unsafe {
+            heap_profile::usable_size_sampled(p as *mut u8)
+        },
+        n => n,
+    }
 }
 
 /// Give cached free memory back to the OS; whether any mapping shrank.

@@ -20,6 +20,11 @@ const UNDECIDED: u8 = 1;
 const CHECKED: u8 = 2;
 /// Calls and bytes are counted ([`crate::stats`]).
 const COUNTED: u8 = 4;
+/// Allocations are counted down for the heap profiler ([`crate::heap_profile`]); set
+/// once and never cleared, since sampled blocks may be freed at any time later. Frees
+/// ignore it ([`plain_free`]): a sampled block is never a block start, so `free`'s fast
+/// path misses it anyway.
+const PROFILED: u8 = 8;
 
 static MODE: AtomicU8 = AtomicU8::new(UNDECIDED);
 
@@ -27,6 +32,30 @@ static MODE: AtomicU8 = AtomicU8::new(UNDECIDED);
 #[inline(always)]
 pub fn plain() -> bool {
     MODE.load(Relaxed) == 0
+}
+
+/// The fast path of `free` may be taken: the mode is decided, unchecked, uncounted
+/// (heap profiling or not).
+#[inline(always)]
+pub fn plain_free() -> bool {
+    MODE.load(Relaxed) & !PROFILED == 0
+}
+
+/// Whether allocations are counted down for the heap profiler.
+#[inline(always)]
+pub fn profiled() -> bool {
+    MODE.load(Relaxed) & PROFILED != 0
+}
+
+/// Heap profiling is the only thing on (decided, unchecked, uncounted).
+#[inline(always)]
+pub fn profiled_only() -> bool {
+    MODE.load(Relaxed) == PROFILED
+}
+
+/// Send every allocation through [`crate::heap_profile`]'s countdown from now on.
+pub fn profile() {
+    MODE.fetch_or(PROFILED, Relaxed);
 }
 
 /// Whether blocks are checked; decides the mode if no call did yet.

@@ -101,3 +101,18 @@ pub extern "C" fn hakmem_stats() -> HakmemStats {
 pub extern "C" fn hakmem_stats_print() {
     stats::print_summary();
 }
+
+/// Write a heap profile of the running process: `prefix.pb.gz` (pprof), `prefix.svg`
+/// (flame graph of bytes in use), `prefix.alloc.svg` (of bytes allocated), `prefix.txt`
+/// (top stacks). Profiling must have been started with `HAKMEM_HEAP_PROFILE`. Returns 0,
+/// or -1 when profiling is off or a file could not be written.
+///
+/// # Safety
+/// `prefix` is a NUL-terminated path.
+#[no_mangle]
+pub unsafe extern "C" fn hakmem_heap_profile_dump(
+    prefix: *const core::ffi::c_char,
+) -> core::ffi::c_int {
+    // SAFETY: by the caller.
+    unsafe { crate::heap_profile::dump_to(prefix) }
+}

@@ -87,7 +87,126 @@ mod entry {
     pub use hakmem_core::checked::{alloc, alloc_zeroed, dealloc, realloc};
 }
 
+/// The entry points `HakMem` calls: [`entry`]'s, with allocations counted for sampling and
+/// sampled blocks sorted out on free when the `heap-profile` feature is on.
+#[cfg(not(all(feature = "heap-profile", not(feature = "checked"))))]
+mod front {
+    pub use super::entry::{alloc, alloc_zeroed, dealloc, realloc};
+}
+
+/// With the heap profiler: [`hakmem_heap_profile::should_sample`] on allocation (a
+/// countdown and a branch), [`hakmem_heap_profile::is_sampled`] on free (one load of a
+/// flag until the first sample). Checked mode is not profiled: its blocks have their own
+/// layout.
+#[cfg(all(feature = "heap-profile", not(feature = "checked")))]
+mod front {
+    use super::entry;
+    use hakmem_heap_profile as hp;
+
+    #[inline(always)]
+    pub fn alloc(size: usize, align: usize) -> *mut u8 {
+        if hp::should_sample(size) {
+            return hp::alloc_slow(size, align, false, entry::alloc);
+        }
+        entry::alloc(size, align)
+    }
+
+    #[inline]
+    pub fn alloc_zeroed(size: usize, align: usize) -> *mut u8 {
+        if hp::should_sample(size) {
+            return hp::alloc_slow(size, align, true, entry::alloc_zeroed);
+        }
+        entry::alloc_zeroed(size, align)
+    }
+
+    /// # Safety
+    /// As for [`hakmem_core::dealloc`].
+    #[inline(always)]
+    pub unsafe fn dealloc(p: *mut u8, size: usize, align: usize) {
+        if hp::any_sampled() {
+            // SAFETY: by the caller.
+            return unsafe { dealloc_profiled(p, size, align) };
+        }
+        // SAFETY: by the caller.
+        unsafe { entry::dealloc(p, size, align) }
+    }
+
+    /// [`dealloc`] once a block was sampled, out of line so that the inlined free path
+    /// stays as small as without the profiler.
+    ///
+    /// # Safety
+    /// As for [`hakmem_core::dealloc`].
+    #[cold]
+    #[inline(never)]
+    unsafe fn dealloc_profiled(p: *mut u8, size: usize, align: usize) {
+        // SAFETY: `p` is a block we handed out, so the word before it is readable.
+        if unsafe { hp::is_sampled(p) } {
+            // SAFETY: a live sampled block the caller gives up.
+            return unsafe { hp::free_sampled(p) };
+        }
+        // SAFETY: by the caller.
+        unsafe { entry::dealloc(p, size, align) }
+    }
+
+    /// # Safety
+    /// As for [`hakmem_core::realloc`].
+    #[inline]
+    pub unsafe fn realloc(p: *mut u8, size: usize, align: usize, new_size: usize) -> *mut u8 {
+        let count = hp::should_sample(new_size);
+        // SAFETY: as for `dealloc`.
+        if count || unsafe { hp::is_sampled(p) } {
+            // SAFETY: by the caller.
+            return unsafe { realloc_moving(p, size, align, new_size, count) };
+        }
+        // SAFETY: by the caller.
+        unsafe { entry::realloc(p, size, align, new_size) }
+    }
+
+    /// Resize by moving: the new block may be sampled (when `count`), the old one may be.
+    ///
+    /// # Safety
+    /// As for [`hakmem_core::realloc`].
+    #[cold]
+    unsafe fn realloc_moving(
+        p: *mut u8,
+        size: usize,
+        align: usize,
+        new_size: usize,
+        count: bool,
+    ) -> *mut u8 {
+        let q = if count {
+            hp::alloc_slow(new_size, align, false, entry::alloc)
+        } else {
+            entry::alloc(new_size, align)
+        };
+        if !q.is_null() {
+            // SAFETY: both blocks hold the bytes copied and are distinct; `p` is the
+            // caller's to give up.
+            unsafe {
+                core::ptr::copy_nonoverlapping(p, q, size.min(new_size));
+                dealloc(p, size, align);
+            }
+        }
+        q
+    }
+}
+
 pub use hakmem_core::{Profile, Stats};
+
+/// The heap profiler (feature `heap-profile`): [`heap_profile::start`],
+/// [`heap_profile::stop`], [`heap_profile::dump`], [`heap_profile::snapshot`]. See
+/// docs/PROFILING.md.
+///
+/// ```no_run
+/// # #[cfg(feature = "heap-profile")] {
+/// hakmem::heap_profile::start(Default::default()).unwrap();
+/// // ... work ...
+/// let files = hakmem::heap_profile::dump("heap").unwrap(); // heap.pb.gz, heap.svg, ...
+/// let top = hakmem::heap_profile::snapshot();
+/// # }
+/// ```
+#[cfg(feature = "heap-profile")]
+pub use hakmem_heap_profile as heap_profile;
 
 /// The hakmem global allocator, with the profile from `HAKMEM_PROFILE` (default `fast`).
 #[derive(Clone, Copy, Debug, Default)]
@@ -99,24 +218,24 @@ pub struct HakMem;
 unsafe impl GlobalAlloc for HakMem {
     #[inline(always)]
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        entry::alloc(layout.size(), layout.align())
+        front::alloc(layout.size(), layout.align())
     }
 
     #[inline(always)]
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
         // SAFETY: `GlobalAlloc` guarantees `ptr` came from us with this layout.
-        unsafe { entry::dealloc(ptr, layout.size(), layout.align()) }
+        unsafe { front::dealloc(ptr, layout.size(), layout.align()) }
     }
 
     #[inline]
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        entry::alloc_zeroed(layout.size(), layout.align())
+        front::alloc_zeroed(layout.size(), layout.align())
     }
 
     #[inline]
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
         // SAFETY: `GlobalAlloc` guarantees `ptr` came from us with this layout.
-        unsafe { entry::realloc(ptr, layout.size(), layout.align(), new_size) }
+        unsafe { front::realloc(ptr, layout.size(), layout.align(), new_size) }
     }
 }
 

@@ -83,6 +83,7 @@ pub const PREFIXED_API: &[&str] = &[
     "hakmem_trim",
     "hakmem_stats",
     "hakmem_stats_print",
+    "hakmem_heap_profile_dump",
 ];
 
 pub fn lib() -> PathBuf {

@@ -223,7 +223,7 @@ impl Entries for Api {
     }
 
     fn usable_size(&self, p: *mut u8) -> usize {
-        hakmem_core::usable_size(p)
+        sampled_usable(p).unwrap_or_else(|| hakmem_core::usable_size(p))
     }
 
     unsafe fn free(&self, p: *mut u8, size: usize, align: usize, _how: u8) {
@@ -465,6 +465,7 @@ impl<'a, E: Entries> Model<'a, E> {
         );
         let block = match hakmem_core::owner(p) {
             Owner::Small { usable, .. } | Owner::Large { usable } => usable,
+            Owner::Invalid if sampled_usable(p).is_some() => sampled_usable(p).unwrap(),
             o => panic!("step {step}: fresh block {p:p} of {size} bytes is {o:?}"),
         };
         let usable = self.entries.usable_size(p);
@@ -548,4 +549,19 @@ impl<'a, E: Entries> Model<'a, E> {
             common::fill(q, kept, b.extent, b.id);
         }
     }
+}
+
+/// The usable size of a block the heap profiler sampled (handed out inside a larger
+/// hakmem block, so `owner` calls it invalid); `None` for any other block. (The C API's
+/// model mounts this file too, in a crate without the feature.)
+#[allow(unexpected_cfgs)]
+fn sampled_usable(p: *mut u8) -> Option<usize> {
+    #[cfg(feature = "heap-profile")]
+    // SAFETY: `p` is a block hakmem handed out (the model only asks about those).
+    if unsafe { hakmem::heap_profile::is_sampled(p) } {
+        // SAFETY: a live sampled block.
+        return Some(unsafe { hakmem::heap_profile::usable_size_sampled(p) });
+    }
+    let _ = p;
+    None
 }

@@ -1,0 +1,471 @@
+//! The heap profiler of hakmem: which stacks allocated the memory a program holds, and
+//! how much they allocated in total, at a cost low enough to leave on.
+//!
+//! # Sampling
+//!
+//! Allocated bytes form a Poisson process: each thread counts down a random number of
+//! bytes drawn from an exponential distribution of mean `interval` (default 512 KiB), and
+//! the allocation that takes the count below zero is sampled ([`should_sample`]: one
+//! subtraction and one branch on the allocation path). An allocation of `size` bytes is
+//! therefore sampled with probability `p = 1 - exp(-size / interval)`, and a sample stands
+//! for `1 / p` allocations and `size / p` bytes: the totals per stack are unbiased
+//! estimates, for small and large blocks alike (tcmalloc and jemalloc sample the same way).
+//!
+//! # Sampled blocks
+//!
+//! A sampled block is a hakmem block of `size.max(16) + a` bytes (`a`: the alignment, at
+//! least 16) handed out `a` bytes past its start. The 16 bytes before the user pointer are
+//! a header:
+//!
+//! ```text
+//!  real                        user - 16            user - 8             user
+//!  | (a - 16 bytes unused) ... | size<<24|lg a<<16|stack | MAGIC ^ user | the program's bytes
+//! ```
+//!
+//! - C's `free` needs no new test: the user pointer is not the start of a hakmem block, so
+//!   its fast path misses and the slow path, which already sorts invalid pointers, asks
+//!   [`is_sampled_in_chunk`] before reporting misuse.
+//! - Rust's `dealloc` (and C++ sized `delete`) knows the size and looks nothing up: it
+//!   tests [`is_sampled`], one load of a flag that is false until the first sample, then
+//!   one compare of the word before the pointer against the per-process secret `MAGIC`
+//!   xor the address. The word is cleared when the sampled block is freed, so a stale
+//!   header never matches a later block.
+//!
+//! The stack and size live in the header, so a live sample costs 16 bytes plus the
+//! rounding of its larger block, and no table.
+//!
+//! # Stacks
+//!
+//! Captured in the allocating thread by libgcc's `_Unwind_Backtrace`, which reads
+//! `.eh_frame` (present in default Rust release builds and in `gcc -O2` C) and does not
+//! call `malloc` once its caches are set up ([`unwind`]); a thread-local flag makes any
+//! allocation made while sampling, or while writing a profile, plain (never sampled, never
+//! recursing). Stacks are interned in a fixed table mapped with `mmap` ([`table`]), which
+//! keeps per stack the estimated allocated and in-use objects and bytes.
+//!
+//! # Output
+//!
+//! Written outside the allocation path by [`dump`] / [`write_pprof`] (pprof protobuf,
+//! gzipped, symbolized in process), [`write_flamegraph`] (SVG) and [`report`] (the top
+//! stacks as text: at exit, the leak report).
+#![deny(unsafe_op_in_unsafe_fn)]
+
+pub mod decode;
+mod flame;
+mod pprof;
+mod symbols;
+pub mod table;
+mod tls;
+pub mod unwind;
+
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed};
+
+pub use flame::Measure;
+pub use symbols::{Frame, Snapshot, StackStat};
+
+/// The mean number of bytes between two samples unless told otherwise.
+pub const DEFAULT_INTERVAL: usize = 512 * 1024;
+
+/// Sizes from `2^40` up are never sampled (the header keeps 40 bits of size).
+const MAX_SAMPLED_SIZE: usize = 1 << 40;
+
+/// Whether allocations are being sampled.
+static RUNNING: AtomicBool = AtomicBool::new(false);
+/// The mean sampling interval in bytes.
+static INTERVAL: AtomicUsize = AtomicUsize::new(DEFAULT_INTERVAL);
+/// True from the first sampled block on, for the rest of the process (sampled blocks may
+/// outlive [`stop`]); until then [`is_sampled`] is one load.
+static ANY_SAMPLED: AtomicBool = AtomicBool::new(false);
+/// The per-process secret of the header's check word (set before the first sample).
+static MAGIC: AtomicU64 = AtomicU64::new(0);
+
+/// Options of [`start`].
+#[derive(Clone, Copy, Debug)]
+pub struct Options {
+    /// Mean bytes allocated between two samples (at least 1).
+    pub interval: usize,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            interval: DEFAULT_INTERVAL,
+        }
+    }
+}
+
+/// Start sampling (again): allocations from now on are sampled every `interval` bytes on
+/// average. Fails only if the stack table cannot be mapped.
+pub fn start(options: Options) -> io::Result<()> {
+    let _busy = Busy::enter();
+    table::init()?;
+    if MAGIC.load(Relaxed) == 0 {
+        MAGIC.store(secret(), Relaxed);
+    }
+    register_fork_handlers();
+    INTERVAL.store(options.interval.max(1), Relaxed);
+    RUNNING.store(true, Relaxed);
+    Ok(())
+}
+
+/// Stop sampling. What was recorded stays (for [`dump`], [`snapshot`]); frees of blocks
+/// sampled before are still noticed.
+pub fn stop() {
+    RUNNING.store(false, Relaxed);
+}
+
+/// Whether allocations are being sampled.
+pub fn is_running() -> bool {
+    RUNNING.load(Relaxed)
+}
+
+/// The mean sampling interval in bytes.
+pub fn interval() -> usize {
+    INTERVAL.load(Relaxed)
+}
+
+/// A random 64-bit secret with its top bit set (never zero).
+fn secret() -> u64 {
+    let mut v = 0u64;
+    // SAFETY: writes at most 8 bytes into `v`; getrandom does not allocate.
+    let n = unsafe { libc::getrandom((&mut v as *mut u64).cast(), 8, libc::GRND_NONBLOCK) };
+    if n != 8 {
+        v = (&v as *const u64 as u64) ^ now_nanos().rotate_left(17) ^ 0x9E37_79B9_7F4A_7C15;
+    }
+    v | 1 << 63
+}
+
+fn now_nanos() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64)
+}
+
+/// Count `size` bytes against the thread's countdown; true when the caller must take the
+/// slow path ([`alloc_slow`]), which decides whether to sample. Two instructions when
+/// inlined into an executable (a subtraction from a thread-local and a branch).
+#[inline(always)]
+pub fn should_sample(size: usize) -> bool {
+    tls::with(|t| {
+        let left = t.countdown.get().wrapping_sub(size as isize);
+        t.countdown.set(left);
+        left < 0
+    })
+}
+
+/// The next pseudo-random 64-bit number of this thread.
+fn next_random() -> u64 {
+    let mut x = tls::with(|t| t.rng.get());
+    if x == 0 {
+        x = secret() ^ (&x as *const u64 as u64);
+    }
+    x ^= x >> 12;
+    x ^= x << 25;
+    x ^= x >> 27;
+    tls::with(|t| t.rng.set(x));
+    x.wrapping_mul(0x2545_F491_4F6C_DD1D)
+}
+
+/// An exponentially distributed number of bytes with mean [`interval`].
+fn draw_interval() -> isize {
+    // Uniform in (0, 1]: never zero, so the logarithm is finite.
+    let u = ((next_random() >> 11) + 1) as f64 / (1u64 << 53) as f64;
+    let bytes = -u.ln() * INTERVAL.load(Relaxed) as f64;
+    bytes.min((isize::MAX / 2) as f64) as isize
+}
+
+/// After [`should_sample`] said so: re-arm the countdown and say whether this allocation
+/// of `size` bytes is sampled.
+#[cold]
+#[inline(never)]
+fn decide(size: usize) -> bool {
+    if tls::with(|t| t.rng.get()) == 0 {
+        // The thread's first slow path: the countdown started at zero, not at a draw.
+        let left = draw_interval().saturating_sub(size as isize);
+        tls::with(|t| t.countdown.set(left));
+        if left >= 0 {
+            return false;
+        }
+    }
+    let next = draw_interval();
+    tls::with(|t| t.countdown.set(next));
+    RUNNING.load(Relaxed) && !is_busy() && size < MAX_SAMPLED_SIZE
+}
+
+/// The probability that an allocation of `size` bytes is sampled.
+fn sample_probability(size: usize) -> f64 {
+    let p = -(-(size.max(1) as f64) / interval() as f64).exp_m1();
+    p.max(f64::MIN_POSITIVE)
+}
+
+/// Marks the thread busy for the guard's life (re-entrant).
+pub struct Busy(bool);
+
+impl Busy {
+    pub fn enter() -> Busy {
+        Busy(tls::with(|t| t.busy.replace(true)))
+    }
+}
+
+impl Drop for Busy {
+    fn drop(&mut self) {
+        let was = self.0;
+        tls::with(|t| t.busy.set(was));
+    }
+}
+
+/// Whether this thread is sampling or writing a profile.
+pub fn is_busy() -> bool {
+    tls::with(|t| t.busy.get())
+}
+
+/// The slow path of an allocation after [`should_sample`]: a sampled block, or
+/// `plain(size, align)` (also when memory for a sampled block is refused).
+#[cold]
+#[inline(never)]
+pub fn alloc_slow(
+    size: usize,
+    align: usize,
+    zeroed: bool,
+    plain: impl FnOnce(usize, usize) -> *mut u8,
+) -> *mut u8 {
+    if decide(size) {
+        let p = alloc_sampled(size, align, zeroed);
+        if !p.is_null() {
+            return p;
+        }
+    }
+    plain(size, align)
+}
+
+/// The header's alignment and the real block's size for a request.
+fn real_layout(size: usize, align: usize) -> (usize, usize) {
+    let a = align.max(16);
+    (size.max(16) + a, a)
+}
+
+/// A sampled block of `size` bytes aligned to `align`, its stack recorded; null when
+/// hakmem has no memory (or the alignment is over what it serves).
+fn alloc_sampled(size: usize, align: usize, zeroed: bool) -> *mut u8 {
+    let _busy = Busy::enter();
+    let (real_size, a) = real_layout(size, align);
+    let real = if zeroed {
+        hakmem_core::alloc_zeroed(real_size, a)
+    } else {
+        hakmem_core::alloc(real_size, a)
+    };
+    if real.is_null() {
+        return real;
+    }
+    let mut frames = unwind::Frames::new();
+    frames.capture();
+    let w = 1.0 / sample_probability(size);
+    let stack = table::record_alloc(frames.as_slice(), w, size as f64 * w);
+    // SAFETY: `real` holds `a + size.max(16)` bytes; the header is its 16 bytes before
+    // `real + a`.
+    unsafe {
+        let user = real.add(a);
+        let h = user.cast::<u64>().sub(2);
+        h.write((size as u64) << 24 | (a.trailing_zeros() as u64) << 16 | stack as u64);
+        h.add(1).write(MAGIC.load(Relaxed) ^ user as u64);
+        ANY_SAMPLED.store(true, Relaxed);
+        user
+    }
+}
+
+/// Whether any block was ever sampled (then frees must ask [`is_sampled`]).
+#[inline(always)]
+pub fn any_sampled() -> bool {
+    ANY_SAMPLED.load(Relaxed)
+}
+
+/// Whether the block `p` (a hakmem block, or a sampled one) is a sampled block: one load
+/// until the first sample, then one more load and a compare.
+///
+/// # Safety
+/// `p` is a block handed out by hakmem (directly or by [`alloc_slow`]): the 8 bytes
+/// before it are readable.
+#[inline(always)]
+pub unsafe fn is_sampled(p: *const u8) -> bool {
+    if !ANY_SAMPLED.load(Relaxed) {
+        return false;
+    }
+    // SAFETY: by the caller.
+    unsafe { check_word(p) }
+}
+
+/// # Safety
+/// As for [`is_sampled`].
+#[inline]
+unsafe fn check_word(p: *const u8) -> bool {
+    // SAFETY: by the caller.
+    let w = unsafe { p.cast::<u64>().sub(1).read() };
+    w == MAGIC.load(Relaxed) ^ p as u64
+}
+
+/// [`is_sampled`] for any pointer inside one of hakmem's chunks (an invalid pointer C's
+/// `free` was given, say): false for anything at a chunk's start or misaligned.
+// Safe for any pointer: it reads only inside a chunk hakmem mapped, after checking that.
+#[allow(clippy::not_unsafe_ptr_arg_deref)]
+pub fn is_sampled_in_chunk(p: *const u8) -> bool {
+    let addr = p as usize;
+    if !ANY_SAMPLED.load(Relaxed)
+        || addr % 16 != 0
+        || addr % hakmem_core::chunk_map::CHUNK_SIZE < 16
+        || !hakmem_core::chunk_map::contains(addr)
+    {
+        return false;
+    }
+    // SAFETY: inside a mapped chunk and not at its start: the word before is mapped.
+    unsafe { check_word(p) }
+}
+
+/// The header of a sampled block: `(real block, requested size, alignment, stack)`.
+///
+/// # Safety
+/// `p` is a live sampled block.
+unsafe fn header(p: *mut u8) -> (*mut u8, usize, usize, u32) {
+    // SAFETY: by the caller, the header precedes `p`.
+    let h = unsafe { p.cast::<u64>().sub(2).read() };
+    let size = (h >> 24) as usize;
+    let a = 1usize << ((h >> 16) & 0xff);
+    let stack = (h & 0xffff) as u32;
+    // SAFETY: the real block starts `a` bytes before.
+    (unsafe { p.sub(a) }, size, a, stack)
+}
+
+/// Free a sampled block, noting it in its stack's in-use figures.
+///
+/// # Safety
+/// `p` is a live sampled block ([`is_sampled`]) the caller gives up.
+#[cold]
+#[inline(never)]
+pub unsafe fn free_sampled(p: *mut u8) {
+    // SAFETY: by the caller.
+    let (real, size, a, stack) = unsafe { header(p) };
+    let w = 1.0 / sample_probability(size);
+    table::record_free(stack, w, size as f64 * w);
+    let (real_size, _) = real_layout(size, a);
+    // SAFETY: clear the check word so that no later block matches, then give the real
+    // block back with the request it was allocated with.
+    unsafe {
+        p.cast::<u64>().sub(1).write(0);
+        hakmem_core::dealloc(real, real_size, a);
+    }
+}
+
+/// The bytes usable at a sampled block.
+///
+/// # Safety
+/// `p` is a live sampled block.
+pub unsafe fn usable_size_sampled(p: *mut u8) -> usize {
+    // SAFETY: by the caller.
+    let (real, _, a, _) = unsafe { header(p) };
+    hakmem_core::usable_size(real) - a
+}
+
+/// The size a sampled block was requested with.
+///
+/// # Safety
+/// `p` is a live sampled block.
+pub unsafe fn requested_size(p: *mut u8) -> usize {
+    // SAFETY: by the caller.
+    unsafe { header(p) }.1
+}
+
+/// Install fork handlers once: the stack table's lock is taken before `fork` and released
+/// on both sides, so a child never inherits it held.
+fn register_fork_handlers() {
+    static DONE: AtomicBool = AtomicBool::new(false);
+    if DONE.swap(true, Relaxed) {
+        return;
+    }
+    extern "C" fn prepare() {
+        table::lock_for_fork();
+    }
+    extern "C" fn release() {
+        // SAFETY: `prepare` took the lock in this thread (or its parent copy).
+        unsafe { table::unlock_after_fork() };
+    }
+    // SAFETY: the handlers only take and release the table's spin lock.
+    unsafe { libc::pthread_atfork(Some(prepare), Some(release), Some(release)) };
+}
+
+/// The recorded stacks, symbolized: estimated allocated and in-use objects and bytes per
+/// stack, largest in-use first.
+pub fn snapshot() -> Snapshot {
+    let _busy = Busy::enter();
+    symbols::snapshot()
+}
+
+/// Write the pprof profile (gzipped protobuf; sample types `alloc_objects`,
+/// `alloc_space`, `inuse_objects`, `inuse_space`) of `snap` to `out`.
+pub fn write_pprof(snap: &Snapshot, out: impl io::Write) -> io::Result<()> {
+    let _busy = Busy::enter();
+    pprof::write(snap, interval(), out)
+}
+
+/// Write a flame graph (SVG) of `snap`'s in-use or allocated bytes to `out`.
+pub fn write_flamegraph(snap: &Snapshot, measure: Measure, out: impl io::Write) -> io::Result<()> {
+    let _busy = Busy::enter();
+    flame::write(snap, measure, out)
+}
+
+/// The top `n` stacks by in-use bytes, as text (at exit: the leak report), then the top
+/// `n` by allocated bytes.
+pub fn report(snap: &Snapshot, n: usize) -> String {
+    let _busy = Busy::enter();
+    symbols::report(snap, n)
+}
+
+/// The files [`dump`] writes for `prefix`: `prefix.pb.gz`, `prefix.svg` (in-use bytes),
+/// `prefix.alloc.svg` (allocated bytes) and `prefix.txt` ([`report`]).
+pub fn output_paths(prefix: &Path) -> [PathBuf; 4] {
+    let s = prefix.as_os_str().to_string_lossy();
+    let base = s.strip_suffix(".pb.gz").unwrap_or(&s).to_string();
+    [".pb.gz", ".svg", ".alloc.svg", ".txt"].map(|ext| PathBuf::from(format!("{base}{ext}")))
+}
+
+/// Take a snapshot and write it as every file of [`output_paths`]; returns the paths.
+/// `prefix` may end in `.pb.gz`.
+///
+/// `%p` in `prefix` stands for the process id. Each file is written under a temporary
+/// name and renamed, so that processes sharing a prefix (a shell script's children, say)
+/// never leave a torn file: the last to finish wins.
+pub fn dump(prefix: impl AsRef<Path>) -> io::Result<[PathBuf; 4]> {
+    let _busy = Busy::enter();
+    let pid = std::process::id();
+    let prefix = prefix
+        .as_ref()
+        .to_string_lossy()
+        .replace("%p", &pid.to_string());
+    let paths = output_paths(Path::new(&prefix));
+    let snap = snapshot();
+    let write = |path: &PathBuf,
+                 f: &dyn Fn(&mut io::BufWriter<std::fs::File>) -> io::Result<()>| {
+        let mut tmp = path.as_os_str().to_owned();
+        tmp.push(format!(".tmp{pid}"));
+        let mut w = io::BufWriter::new(std::fs::File::create(&tmp)?);
+        f(&mut w)?;
+        io::Write::flush(&mut w)?;
+        drop(w);
+        std::fs::rename(&tmp, path)
+    };
+    write(&paths[0], &|w| write_pprof(&snap, w))?;
+    write(&paths[1], &|w| write_flamegraph(&snap, Measure::InUse, w))?;
+    write(&paths[2], &|w| {
+        write_flamegraph(&snap, Measure::Allocated, w)
+    })?;
+    write(&paths[3], &|w| {
+        io::Write::write_all(w, report(&snap, 20).as_bytes())
+    })?;
+    Ok(paths)
+}
+
+/// Forget every recorded figure (stacks stay interned). Blocks sampled before and freed
+/// afterwards then count negative in-use; meant for tests and benchmarks between phases.
+pub fn reset() {
+    table::reset();
+}
