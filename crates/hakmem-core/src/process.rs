@@ -136,7 +136,8 @@ fn start_returner() {
     // the right signature and takes no argument.
     let started = unsafe {
         let mut attr: libc::pthread_attr_t = core::mem::zeroed();
-        let mut tid: libc::pthread_t = 0;
+        // (An integer on glibc, a pointer on musl: all zero is a valid placeholder.)
+        let mut tid: libc::pthread_t = core::mem::zeroed();
         libc::pthread_attr_init(&mut attr);
         libc::pthread_attr_setdetachstate(&mut attr, libc::PTHREAD_CREATE_DETACHED);
         libc::pthread_attr_setstacksize(&mut attr, 64 * 1024);
@@ -153,8 +154,8 @@ extern "C" fn returner(_: *mut libc::c_void) -> *mut libc::c_void {
     loop {
         let ms = (config::current().retain_ms / 2).max(50);
         let t = libc::timespec {
-            tv_sec: (ms / 1000) as libc::time_t,
-            tv_nsec: ((ms % 1000) * 1_000_000) as libc::c_long,
+            tv_sec: (ms / 1000) as _,
+            tv_nsec: ((ms % 1000) * 1_000_000) as _,
         };
         // SAFETY: a valid timespec; an interrupted sleep just wakes early.
         unsafe { libc::nanosleep(&t, core::ptr::null_mut()) };
