@@ -52,12 +52,9 @@ pub struct Policy {
     pub cache_min: u32,
     pub cache_max: u32,
     /// Freed memory kept mapped and committed for reuse (empty superslabs, large
-    /// mappings; see [`crate::retain`]): at most `max(retain_floor, in use now /
-    /// retain_live_divisor, recent peak in use / retain_peak_divisor)` bytes, each piece
-    /// for at most `retain_ms`.
+    /// mappings; see [`crate::retain`]): at most `max(retain_floor, recent peak in use)`
+    /// bytes, each piece for at most `retain_ms`.
     pub retain_floor: usize,
-    pub retain_live_divisor: usize,
-    pub retain_peak_divisor: usize,
     pub retain_ms: u64,
     /// Whether a background thread gives back what was retained once `retain_ms` passed,
     /// while the program does not call the allocator (see [`crate::retain`]).
@@ -73,8 +70,6 @@ const POLICIES: [Policy; 3] = [
         cache_min: 4,
         cache_max: 512,
         retain_floor: 64 << 20,
-        retain_live_divisor: 1,
-        retain_peak_divisor: 1,
         retain_ms: 5_000,
         background_return: false,
         large_cache_entries: 64,
@@ -85,8 +80,6 @@ const POLICIES: [Policy; 3] = [
         cache_min: 4,
         cache_max: 256,
         retain_floor: 16 << 20,
-        retain_live_divisor: 1,
-        retain_peak_divisor: 1,
         retain_ms: 1_000,
         background_return: true,
         large_cache_entries: 32,
@@ -97,8 +90,6 @@ const POLICIES: [Policy; 3] = [
         cache_min: 2,
         cache_max: 64,
         retain_floor: 4 << 20,
-        retain_live_divisor: 1,
-        retain_peak_divisor: 1,
         retain_ms: 250,
         background_return: true,
         large_cache_entries: 16,

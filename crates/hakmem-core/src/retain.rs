@@ -2,13 +2,11 @@
 //! freed large mappings (in [`crate::large`]'s cache). Reusing them costs no system call
 //! and no page fault; keeping them costs resident memory. The profile bounds it two ways:
 //!
-//! - bytes: at most `max(floor, in use / live divisor, recent peak in use / peak
-//!   divisor)`, where bytes in use are those mapped minus those retained, and the recent
-//!   peak is the highest seen within the last `retain_ms`. The share of what is in use
-//!   lets a program that cycles buffers of a steady live set reuse them; the share of the
-//!   peak lets one that frees a batch and allocates it again find it; and after a program
-//!   freed most of its memory, only the peak's share (which the profile keeps small
-//!   outside `fast`) stays;
+//! - bytes: at most `max(floor, recent peak in use)`, where bytes in use are those mapped
+//!   minus those retained, and the recent peak is the highest seen within the last
+//!   `retain_ms` (so a program that frees a batch and allocates it again, or cycles
+//!   buffers, finds them; one that shrank for good keeps at most its old peak, for at
+//!   most `retain_ms`);
 //! - time: a piece retained longer than `retain_ms` is given back the next time its cache
 //!   is used or a thread does its upkeep, and, in the profiles that ask for it
 //!   (`balanced`, `lean`), by a background thread that runs while anything is retained
@@ -68,9 +66,8 @@ pub fn excess() -> usize {
     let retained = RETAINED.load(Relaxed);
     let in_use = COUNTERS.mapped_bytes.load(Relaxed).saturating_sub(retained);
     let policy = config::current();
-    let budget = (recent_peak(in_use, policy.retain_ms) / policy.retain_peak_divisor)
-        .max(in_use / policy.retain_live_divisor)
-        .max(policy.retain_floor);
+    // The recent peak is at least `in_use`: it is reset to it whenever it is reached.
+    let budget = recent_peak(in_use, policy.retain_ms).max(policy.retain_floor);
     retained.saturating_sub(budget)
 }
 
