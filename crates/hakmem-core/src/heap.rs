@@ -123,9 +123,10 @@ impl Heap {
             .store(v.wrapping_add(bytes), Ordering::Relaxed);
     }
 
-    /// Up to `want` (>= 1) blocks of class `c`, linked and null-terminated: `(first,
-    /// count)`, count 0 when memory is exhausted.
-    pub fn refill(&self, c: Class, want: usize) -> (*mut Block, usize) {
+    /// Blocks of class `c`, linked and null-terminated: `(first, count)`, count 0 when
+    /// memory is exhausted. Up to `want` (>= 1), or a slab's whole free list when its
+    /// length is known and at most `whole` (see [`SlabMeta::take`]).
+    pub fn refill(&self, c: Class, want: usize, whole: usize) -> (*mut Block, usize) {
         loop {
             let meta = self.partial[c].get();
             if !meta.is_null() {
@@ -136,7 +137,7 @@ impl Heap {
                     unsafe { m.collect_remote() };
                 }
                 // SAFETY: we own the slab.
-                let (first, _, n) = unsafe { m.take(want) };
+                let (first, n) = unsafe { m.take(want, whole) };
                 if n > 0 {
                     self.add_out((n * block_size(c)) as isize);
                     return (first, n);
@@ -156,21 +157,21 @@ impl Heap {
         }
     }
 
-    /// Give back the null-terminated chain of blocks of class `c` starting at `first`:
+    /// Give back the first `n` blocks of the chain of class `c` starting at `first`:
     /// blocks of our own slabs go on their free lists, others on their slab's remote list
-    /// (one push per run of blocks of the same slab).
+    /// (one push per run of blocks of the same slab). Returns the rest of the chain (the
+    /// block after the `n`-th), which stays the caller's.
     ///
     /// # Safety
-    /// Every block of the chain is a handed-out block of class `c` that the caller gives up.
-    pub unsafe fn flush(&self, c: Class, first: *mut Block) {
+    /// The chain has at least `n` blocks, each a handed-out block of class `c`; the caller
+    /// gives up the first `n`.
+    pub unsafe fn flush(&self, c: Class, first: *mut Block, n: usize) -> *mut Block {
         let me = self as *const Heap as *mut Heap;
-        let mut count = 0usize;
         let mut run = RemoteRun::EMPTY;
         let mut p = first;
-        while !p.is_null() {
-            // SAFETY: `p` is a block of the chain, ours until given away.
+        for _ in 0..n {
+            // SAFETY: `p` is one of the first `n` blocks, ours until given away.
             let next = unsafe { (*p).next };
-            count += 1;
             // SAFETY: a handed-out block lies in a live superslab.
             let ss = unsafe { &*SuperSlab::of(p as usize) };
             let meta = ss.meta_of(p as usize, c);
@@ -187,7 +188,8 @@ impl Heap {
         }
         // SAFETY: the run's blocks are ours to give away.
         unsafe { run.push() };
-        self.add_out(-((count * block_size(c)) as isize));
+        self.add_out(-((n * block_size(c)) as isize));
+        p
     }
 
     /// After blocks came back to `meta`: release it when empty, else make it findable.

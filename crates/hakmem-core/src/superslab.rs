@@ -82,6 +82,9 @@ pub struct SlabMeta {
     /// End of the last whole block of the span.
     end: Cell<usize>,
     used: Cell<u32>,
+    /// Length of `free`, or [`UNKNOWN_LEN`] once a remote chain of unknown length joined
+    /// it (owner only). Known, it lets a refill take the whole list without walking it.
+    free_len: Cell<u32>,
     class: Cell<u8>,
     /// Whether the slab is on its owner's partial list for its class.
     in_partial: Cell<bool>,
@@ -96,6 +99,9 @@ pub struct SlabMeta {
     /// up, which keeps the slab alive for that add).
     remote_count: AtomicU32,
 }
+
+/// [`SlabMeta::free_len`] when the free list's length is not known.
+const UNKNOWN_LEN: u32 = u32::MAX;
 
 /// Header of a superslab, at the start of its chunk.
 #[repr(C)]
@@ -196,6 +202,7 @@ impl SuperSlab {
         let start = self.base() + first * SLAB_SIZE;
         let capacity = n * SLAB_SIZE / size;
         meta.free.set(null_mut());
+        meta.free_len.set(0);
         meta.bump.set(start);
         meta.end.set(start + capacity * size);
         meta.used.set(0);
@@ -355,27 +362,39 @@ impl SlabMeta {
         !self.free.get().is_null() || self.bump.get() < self.end.get()
     }
 
-    /// Take up to `want` (>= 1) blocks: first from the free list, then carved fresh.
-    /// Returns `(first, last, count)`; count 0 when the slab has none.
+    /// Take blocks: the whole free list when its length is known and at most `whole`,
+    /// without walking it (a list freed in random order is a chain of cache misses, which
+    /// the caller's pops then overlap with its own work); otherwise up to `want` (>= 1),
+    /// first from the free list, then carved fresh. Returns `(first, count)`, the chain
+    /// null-terminated; count 0 when the slab has none.
     ///
     /// # Safety
     /// The caller owns the slab.
-    pub unsafe fn take(&self, want: usize) -> (*mut Block, *mut Block, usize) {
-        let mut first = self.free.get();
+    pub unsafe fn take(&self, want: usize, whole: usize) -> (*mut Block, usize) {
+        let len = self.free_len.get();
+        let first = self.free.get();
+        if !first.is_null() && len != UNKNOWN_LEN && len as usize <= whole {
+            self.free.set(null_mut());
+            self.free_len.set(0);
+            self.used.set(self.used.get() + len);
+            return (first, len as usize);
+        }
         let mut last = null_mut::<Block>();
         let mut count = 0;
-        if !first.is_null() {
-            let mut p = first;
-            while !p.is_null() && count < want {
-                last = p;
-                // SAFETY: blocks on the owner's free list are free and linked.
-                p = unsafe { (*p).next };
-                count += 1;
-            }
-            self.free.set(p);
-        } else {
-            first = null_mut();
+        let mut p = first;
+        while !p.is_null() && count < want {
+            last = p;
+            // SAFETY: blocks on the owner's free list are free and linked.
+            p = unsafe { (*p).next };
+            count += 1;
         }
+        self.free.set(p);
+        self.free_len.set(match len {
+            _ if p.is_null() => 0,
+            UNKNOWN_LEN => UNKNOWN_LEN,
+            n => n - count as u32,
+        });
+        let mut first = if count > 0 { first } else { null_mut() };
         if count < want {
             let size = block_size(self.class() as usize);
             let bump = self.bump.get();
@@ -383,11 +402,11 @@ impl SlabMeta {
             let k = avail.min(want - count);
             if k > 0 {
                 let carved = bump as *mut Block;
-                let mut p = bump;
+                let mut q = bump;
                 for _ in 1..k {
                     // SAFETY: [bump, bump + k * size) lies in this slab, never handed out.
-                    unsafe { (*(p as *mut Block)).next = (p + size) as *mut Block };
-                    p += size;
+                    unsafe { (*(q as *mut Block)).next = (q + size) as *mut Block };
+                    q += size;
                 }
                 if last.is_null() {
                     first = carved;
@@ -395,7 +414,7 @@ impl SlabMeta {
                     // SAFETY: `last` is a block we took.
                     unsafe { (*last).next = carved };
                 }
-                last = p as *mut Block;
+                last = q as *mut Block;
                 self.bump.set(bump + k * size);
                 count += k;
             }
@@ -405,7 +424,7 @@ impl SlabMeta {
             unsafe { (*last).next = null_mut() };
             self.used.set(self.used.get() + count as u32);
         }
-        (first, last, count)
+        (first, count)
     }
 
     /// Put back one block that the owner holds.
@@ -417,6 +436,8 @@ impl SlabMeta {
         // SAFETY: the block is the caller's to give up.
         unsafe { (*b).next = self.free.get() };
         self.free.set(b);
+        let len = self.free_len.get();
+        self.free_len.set(len + (len != UNKNOWN_LEN) as u32);
         self.used.set(self.used.get() - 1);
     }
 
@@ -444,15 +465,21 @@ impl SlabMeta {
             return n > 0;
         }
         let local = self.free.get();
-        if !local.is_null() {
+        if local.is_null() {
+            self.free_len.set(UNKNOWN_LEN);
+        } else {
             let mut tail = head;
+            let mut n = 1;
             // SAFETY: the taken chain is ours; pushers linked it before publishing.
             unsafe {
                 while !(*tail).next.is_null() {
                     tail = (*tail).next;
+                    n += 1;
                 }
                 (*tail).next = local;
             }
+            let len = self.free_len.get();
+            self.free_len.set(if len == UNKNOWN_LEN { len } else { len + n });
         }
         self.free.set(head);
         true
@@ -496,7 +523,7 @@ mod tests {
             let c = crate::size_class::class_of_size(48).unwrap();
             let meta = &*ss.carve_slab(c);
             let cap = SLAB_SIZE / 48;
-            let (first, _last, n) = meta.take(10);
+            let (first, n) = meta.take(10, 0);
             assert_eq!(n, 10);
             assert_eq!(meta.used(), 10);
             assert_eq!(ss.header.entry(first as usize), c as u8);
@@ -509,10 +536,24 @@ mod tests {
                 p = next;
             }
             assert_eq!(meta.used(), 0);
-            let (_, _, all) = meta.take(usize::MAX);
+            // Ten blocks on the free list, their number known: a refill that may take
+            // ten takes them whole; one that may take nine walks them.
+            let (walked, n) = meta.take(3, 9);
+            assert_eq!((n, meta.used()), (3, 3));
+            let (rest, n) = meta.take(1, 7);
+            assert_eq!((n, meta.used()), (7, 10));
+            for chain in [walked, rest] {
+                let mut p = chain;
+                while !p.is_null() {
+                    let next = (*p).next;
+                    meta.put(p);
+                    p = next;
+                }
+            }
+            let (_, all) = meta.take(usize::MAX, 0);
             assert_eq!(all, cap);
             assert!(!meta.has_free());
-            assert_eq!(meta.take(1).2, 0);
+            assert_eq!(meta.take(1, usize::MAX).1, 0);
             // A remote push comes back through collect_remote.
             let b = (ss.slab_start(1) + 48) as *mut Block;
             ss.mark_remote(meta);
@@ -521,6 +562,9 @@ mod tests {
             assert_eq!(ss.take_pending(), 1 << 1);
             assert!(meta.collect_remote());
             assert_eq!(meta.used() as usize, cap - 1);
+            // A list that took a remote chain has no known length: it is walked.
+            assert_eq!(meta.take(5, usize::MAX), (b, 1));
+            assert_eq!(meta.used() as usize, cap);
             // Release a slab: it becomes dirty, then decommitted once aged.
             let other = &*ss.carve_slab(c);
             let _ = ss.release_slab(other);

@@ -2,8 +2,8 @@
 //! count and a capacity. This is the fast path of both allocation and free:
 //!
 //! - alloc: pop the head of the class's bin; if empty, refill a batch from the heap.
-//! - free: push on the bin; if the count passes the capacity, flush the older half back
-//!   to the heap.
+//! - free: push on the bin; if the count passes the capacity, flush the newest blocks
+//!   back to the heap until half the capacity remains.
 //!
 //! Blocks freed by a thread that does not own their slab simply join this thread's
 //! cache; only when flushed do they travel back to their slab's remote list.
@@ -204,10 +204,7 @@ unsafe fn note_slow_path(tc: *mut ThreadCache, h: *mut Heap, c: Class) {
         bin.set_limit((bin.limit / 2).max(min));
         if bin.room < 0 {
             // SAFETY: the bin's blocks are ours; `h` is our heap.
-            unsafe {
-                let rest = split_after(bin, bin.limit as usize);
-                (*h).flush(k, rest);
-            }
+            unsafe { flush_newest(bin, h, k, bin.limit) };
         }
     }
     // SAFETY: `h` is our heap.
@@ -246,13 +243,14 @@ unsafe fn alloc_slow(c: Class) -> *mut u8 {
     }
     grow_capacity(bin, c);
     let want = (bin.limit as usize / 2).max(1);
+    let whole = bin.limit as usize;
     // SAFETY: `h` is this thread's heap.
-    let (mut first, mut n) = unsafe { (*h).refill(c, want) };
+    let (mut first, mut n) = unsafe { (*h).refill(c, want, whole) };
     if n == 0 {
         // The OS refused memory: give back what the caches hold, and try once more.
         trim();
         // SAFETY: as above.
-        (first, n) = unsafe { (*h).refill(c, want) };
+        (first, n) = unsafe { (*h).refill(c, want, whole) };
         if n == 0 {
             return null_mut();
         }
@@ -301,37 +299,21 @@ unsafe fn free_slow(c: Class) {
     if bin.room >= 0 {
         return; // the thread was just set up and the limit rose
     }
-    // Keep the newest half (hot in cache), flush the rest.
-    let keep = (bin.limit / 2) as usize;
-    // SAFETY: `h` is our heap, the chain is ours.
-    unsafe {
-        let tail = split_after(bin, keep);
-        (*h).flush(c, tail);
-    }
+    // SAFETY: `h` is our heap, the bin is ours.
+    unsafe { flush_newest(bin, h, c, bin.limit / 2) };
 }
 
-/// Cut the bin after its first `keep` blocks and return the rest.
+/// Flush the newest blocks of `bin` (class `c`) until `keep` remain. The newest are the
+/// ones just freed, still in the CPU's cache, and cutting them off the head needs no
+/// walk beyond the blocks given back; the older blocks stay for the next allocations.
 ///
 /// # Safety
-/// The bin's list is well formed.
-unsafe fn split_after(bin: &mut Bin, keep: usize) -> *mut Block {
-    if keep == 0 {
-        let all = bin.head;
-        bin.head = null_mut();
-        bin.set_count(0);
-        return all;
-    }
-    let mut p = bin.head;
-    for _ in 1..keep {
-        // SAFETY: `keep <= count`, so these nodes exist.
-        p = unsafe { (*p).next };
-    }
-    // SAFETY: `p` is the keep-th node.
-    let rest = unsafe { (*p).next };
-    // SAFETY: as above.
-    unsafe { (*p).next = null_mut() };
-    bin.set_count(keep as u32);
-    rest
+/// The bin is the calling thread's, its list well formed, and `h` the thread's heap.
+unsafe fn flush_newest(bin: &mut Bin, h: *mut Heap, c: Class, keep: u32) {
+    let n = bin.count().saturating_sub(keep);
+    // SAFETY: the bin holds `count() >= n` blocks, ours to give back; `h` by the caller.
+    bin.head = unsafe { (*h).flush(c, bin.head, n as usize) };
+    bin.set_count(bin.count() - n);
 }
 
 /// Flush every bin of the calling thread and retire its heap (thread exit). The cache is
@@ -350,10 +332,7 @@ pub unsafe fn teardown() {
         // SAFETY: the thread's own cache.
         let bin = unsafe { (*tc).bins.get_unchecked_mut(c) };
         // SAFETY: the bin's blocks are ours to give back.
-        unsafe {
-            let all = split_after(bin, 0);
-            (*h).flush(c, all);
-        }
+        unsafe { flush_newest(bin, h, c, 0) };
         bin.set_limit(0);
     }
     // SAFETY: the thread's own cache; the heap is given up last.
@@ -384,11 +363,7 @@ fn flush_all() {
     unsafe { (*h).adopt_all() };
     for c in 0..NUM_CLASSES {
         // SAFETY: the thread's own cache and heap.
-        unsafe {
-            let bin = (*tc).bins.get_unchecked_mut(c);
-            let all = split_after(bin, 0);
-            (*h).flush(c, all);
-        }
+        unsafe { flush_newest((*tc).bins.get_unchecked_mut(c), h, c, 0) };
     }
     // SAFETY: our heap.
     unsafe { (*h).decommit_all() };
