@@ -7,6 +7,7 @@ use std::process::Command;
 
 use anyhow::Result;
 
+use super::baseline::{self, Baseline};
 use super::mimalloc3;
 use super::musl::{self, MuslBins};
 use crate::shared::build::{cargo_build, workload_programs};
@@ -22,6 +23,8 @@ pub struct Built {
     pub mimalloc3: Result<mimalloc3::Mimalloc3, String>,
     /// The musl rows' programs.
     pub musl: Result<MuslBins, String>,
+    /// hakmem at `--baseline REV`, if asked for.
+    pub baseline: Option<Baseline>,
 }
 
 const C_SOURCE: &str = "benches/c/workloads.c";
@@ -31,6 +34,7 @@ pub fn build(
     want_c: bool,
     want_musl: bool,
     allocators: &[Allocator],
+    baseline_rev: Option<&str>,
 ) -> Result<Built> {
     let rust_bins = workload_programs(paths)?;
     let wanted = |a: Allocator| want_c && allocators.contains(&a);
@@ -65,6 +69,9 @@ pub fn build(
         } else {
             Err("no musl workload selected".to_string())
         },
+        baseline: baseline_rev
+            .map(|rev| baseline::build(paths, rev))
+            .transpose()?,
     })
 }
 

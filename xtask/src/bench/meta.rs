@@ -22,6 +22,8 @@ pub struct Meta {
     pub preloads: BTreeMap<String, String>,
     /// The sources the C rows' mimalloc (mimalloc 3) was built from, if it was.
     pub mimalloc3_sources: Option<String>,
+    /// The revision and commit of the `baseline` rows, if any.
+    pub baseline: Option<String>,
 }
 
 impl Meta {
@@ -45,6 +47,10 @@ impl Meta {
                 .as_ref()
                 .ok()
                 .map(|m| m.sources.display().to_string()),
+            baseline: built
+                .baseline
+                .as_ref()
+                .map(|b| format!("{} ({})", b.rev, b.commit)),
         }
     }
 }

@@ -2,6 +2,7 @@
 //! in its own child process, interleaved round by round, and report the medians as a
 //! table, JSON, CSV and an SVG chart under `target/bench/`.
 
+mod baseline;
 pub mod build;
 mod chart;
 pub mod docs;
@@ -52,6 +53,11 @@ pub struct BenchArgs {
     /// its chart into docs/bench-chart.svg.
     #[arg(long)]
     write_docs: bool,
+    /// Also run hakmem as built at this git revision (rows `baseline`, Rust and C),
+    /// interleaved with the others: before and after a change in one run. Not with
+    /// `--write-docs`.
+    #[arg(long, conflicts_with = "write_docs")]
+    baseline: Option<String>,
 }
 
 impl BenchArgs {
@@ -61,7 +67,16 @@ impl BenchArgs {
 
     /// The selected allocators, each once, in the order given.
     fn allocators(&self) -> Vec<Allocator> {
-        unique_or_all(&self.allocator, &Allocator::ALL)
+        let mut all = unique_or_all(&self.allocator, &Allocator::ALL);
+        all.retain(|&a| a != Allocator::Baseline);
+        if self.baseline.is_some() {
+            let at = all
+                .iter()
+                .position(|&a| a == Allocator::Hakmem)
+                .map_or(0, |i| i + 1);
+            all.insert(at, Allocator::Baseline);
+        }
+        all
     }
 
     /// Whether any C workload could be selected.
@@ -82,7 +97,13 @@ impl BenchArgs {
 pub fn run(args: BenchArgs) -> Result<ExitCode> {
     let paths = Paths::new();
     let allocators = args.allocators();
-    let built = build::build(&paths, args.wants_c(), args.wants_musl(), &allocators)?;
+    let built = build::build(
+        &paths,
+        args.wants_c(),
+        args.wants_musl(),
+        &allocators,
+        args.baseline.as_deref(),
+    )?;
     let plan = plan::plan(&args, &allocators, &built)?;
     ensure!(
         !plan.workloads.is_empty(),

@@ -65,6 +65,7 @@ pub fn build(paths: &Paths, allocators: &[Allocator]) -> Result<MuslBins, String
             Allocator::Mimalloc2 | Allocator::Tcmalloc => {
                 Err(format!("{} has C rows only", a.name()))
             }
+            Allocator::Baseline => Err("the baseline has no musl rows".to_string()),
         };
         programs.push((a, result));
     }

@@ -47,7 +47,10 @@ type Listing = Vec<(String, u64)>;
 pub fn plan(args: &BenchArgs, allocators: &[Allocator], built: &Built) -> Result<Plan> {
     let rust = list(&built.rust_bins.join("bench-system"))?;
     let scale = scale(args.ops, &rust)?;
-    let rust_setup = |a: Allocator| Ok((built.rust_bins.join(format!("bench-{}", a.name())), None));
+    let rust_setup = |a: Allocator| match (a, &built.baseline) {
+        (Allocator::Baseline, Some(b)) => Ok((b.rust_program.clone(), None)),
+        _ => Ok((built.rust_bins.join(format!("bench-{}", a.name())), None)),
+    };
     // The allocators with only a C library have no row in the Rust workloads.
     let rust_allocators: Vec<Allocator> = allocators
         .iter()

@@ -33,6 +33,11 @@ pub fn preload(
         Allocator::Mimalloc2 => debian_lib(MIMALLOC2)?,
         Allocator::Jemalloc => debian_lib(JEMALLOC)?,
         Allocator::Tcmalloc => debian_lib(TCMALLOC)?,
+        Allocator::Baseline => built
+            .baseline
+            .as_ref()
+            .map(|b| b.lib.clone())
+            .ok_or("no --baseline given")?,
     };
     check_interposes(c_program, &lib)?;
     Ok(Some(lib))

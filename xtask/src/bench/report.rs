@@ -28,6 +28,10 @@ pub fn print_table(summaries: &[Summary], notes: &[String]) {
     println!("\n{}", table(summaries));
     println!("hakmem's median time / the best allocator's, per workload:");
     println!("{}", hakmem_vs_best(summaries));
+    if summaries.iter().any(|s| s.allocator == Allocator::Baseline) {
+        println!("hakmem's median time / the baseline's (hakmem at --baseline), per workload:");
+        println!("{}", hakmem_vs_baseline(summaries));
+    }
     for note in notes {
         println!("note: {note}");
     }
@@ -72,6 +76,41 @@ pub fn hakmem_vs_best(summaries: &[Summary]) -> String {
             workload[0].workload.clone(),
             format!("{:.2}x", hakmem.time_vs_best),
             best.allocator.name().to_string(),
+        ]);
+    }
+    align(&rows, 1)
+}
+
+/// Per workload, hakmem's median time over the baseline's, with both ranges (min..max
+/// seconds), so a difference can be read against the noise.
+pub fn hakmem_vs_baseline(summaries: &[Summary]) -> String {
+    let mut rows = vec![["workload", "now/baseline", "now (s)", "baseline (s)"].map(String::from)];
+    let stats = |w: &[Summary], a: Allocator| {
+        w.iter()
+            .find(|s| s.allocator == a)
+            .and_then(|s| s.stats.clone())
+    };
+    let range = |s: &Stats| {
+        let ops = s.median_ops_per_sec * s.median_secs;
+        format!(
+            "{:.3} ({:.3}..{:.3})",
+            s.median_secs,
+            ops / s.max_ops_per_sec,
+            ops / s.min_ops_per_sec
+        )
+    };
+    for workload in summaries.chunk_by(|a, b| a.workload == b.workload) {
+        let (Some(now), Some(base)) = (
+            stats(workload, Allocator::Hakmem),
+            stats(workload, Allocator::Baseline),
+        ) else {
+            continue;
+        };
+        rows.push([
+            workload[0].workload.clone(),
+            format!("{:.3}x", now.median_secs / base.median_secs.max(1e-9)),
+            range(&now),
+            range(&base),
         ]);
     }
     align(&rows, 1)

@@ -77,11 +77,12 @@ fn set_ratios(workload: &mut [Summary]) {
     }
 }
 
-/// The allocator with the lowest median time among the summaries of one workload.
+/// The allocator with the lowest median time among the summaries of one workload (the
+/// baseline, hakmem at another revision, is not a competitor).
 pub fn best(workload: &[Summary]) -> Option<&Summary> {
     workload
         .iter()
-        .filter(|s| s.stats.is_some())
+        .filter(|s| s.stats.is_some() && s.allocator != Allocator::Baseline)
         .min_by(|a, b| {
             let secs = |s: &Summary| s.stats.as_ref().map_or(f64::INFINITY, |st| st.median_secs);
             secs(a).total_cmp(&secs(b))

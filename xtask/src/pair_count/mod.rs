@@ -76,6 +76,7 @@ pub fn run(args: PairCountArgs) -> Result<ExitCode> {
         libhakmem: build_libhakmem(&paths),
         mimalloc3: mimalloc3::build(&paths),
         musl: Err("not counted".to_string()),
+        baseline: None,
     };
     let pair = built.c_program.clone().map_err(|e| anyhow!(e))?;
     let mut scratch = Scratch::new().map_err(|e| anyhow!(e))?;

@@ -5,7 +5,9 @@ use serde::Serialize;
 
 /// An allocator under comparison. `mimalloc` is mimalloc 3 on both sides: the `mimalloc`
 /// crate in the Rust rows, the same C sources built into a shared object for the C rows.
-/// `mimalloc2` (Debian's mimalloc 2.0.9) and `tcmalloc` have C rows only.
+/// `mimalloc2` (Debian's mimalloc 2.0.9) and `tcmalloc` have C rows only. `baseline` is
+/// hakmem built at another revision (`cargo xtask bench --baseline REV`); it is not in
+/// [`Allocator::ALL`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Allocator {
@@ -15,6 +17,7 @@ pub enum Allocator {
     Jemalloc,
     Tcmalloc,
     System,
+    Baseline,
 }
 
 impl Allocator {
@@ -35,6 +38,7 @@ impl Allocator {
             Self::Jemalloc => "jemalloc",
             Self::Tcmalloc => "tcmalloc",
             Self::System => "system",
+            Self::Baseline => "baseline",
         }
     }
 

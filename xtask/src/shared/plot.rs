@@ -20,6 +20,7 @@ pub fn color(a: Allocator, profile: Option<Profile>) -> RGBColor {
         (Allocator::Jemalloc, _) => RGBColor(44, 160, 44),
         (Allocator::Tcmalloc, _) => RGBColor(140, 86, 75),
         (Allocator::System, _) => RGBColor(140, 140, 140),
+        (Allocator::Baseline, _) => RGBColor(247, 182, 210),
     }
 }
 
