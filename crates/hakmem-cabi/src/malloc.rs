@@ -129,7 +129,7 @@ pub unsafe fn free_block(p: *mut c_void) {
     if let Some(class) = hakmem_core::small_class_of(p) {
         if mode::plain_free() {
             // SAFETY: a live block of `class`, which the caller gives up.
-            unsafe { hakmem_core::thread_cache::free(p, class) };
+            unsafe { hakmem_core::thread_cache::free::<hakmem_core::process::Hooks>(p, class) };
             return;
         }
     }
@@ -157,7 +157,7 @@ unsafe fn free_other(p: *mut u8) {
         Owner::Small { class, .. } => {
             stats::on_free(p);
             // SAFETY: `owner` found a block of `class`, which the caller gives up.
-            unsafe { hakmem_core::thread_cache::free(p, class) }
+            unsafe { hakmem_core::thread_cache::free::<hakmem_core::process::Hooks>(p, class) }
         }
         Owner::Large { .. } => {
             stats::on_free(p);

@@ -17,7 +17,8 @@
 //! process aborts. Blocks from checked mode must be freed in checked mode.
 
 use crate::size_class::{block_size, class_for, Class, MIN_ALIGN, NUM_CLASSES};
-use crate::superslab::ChunkHeader;
+use crate::chunk_map::ChunkHeader;
+use crate::process::Hooks;
 use crate::{chunk_map, large};
 use crate::{owner, report_misuse, thread_cache, Misuse, Owner};
 
@@ -36,7 +37,7 @@ pub fn alloc(size: usize, align: usize) -> *mut u8 {
     match checked_class(size, align) {
         Some(c) => {
             // SAFETY: `checked_class` returns classes in range.
-            let p = unsafe { thread_cache::alloc(c) };
+            let p = unsafe { thread_cache::alloc::<Hooks>(c) };
             if !p.is_null() {
                 // SAFETY: a fresh block of class `c`.
                 unsafe { arm(p, c) };
@@ -124,7 +125,7 @@ unsafe fn release(p: *mut u8, c: Class) {
     // SAFETY: by the caller; the marker word lies inside the block.
     unsafe {
         (p.add(8) as *mut usize).write(FREED ^ p as usize);
-        thread_cache::free(p, c);
+        thread_cache::free::<Hooks>(p, c);
     }
 }
 

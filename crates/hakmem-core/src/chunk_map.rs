@@ -7,12 +7,57 @@
 //! right before unmapping. This is what lets `free` recognise a pointer hakmem never
 //! handed out with one load.
 
-use crate::sync::{AtomicU64, Ordering};
+use crate::size_class::{SLAB_SHIFT, SLAB_SIZE};
+use crate::sync::{AtomicU64, AtomicU8, Ordering};
 
 /// log2 of the chunk size; superslabs and large mappings start on chunk boundaries.
 pub const CHUNK_SHIFT: usize = 22;
 /// 4 MiB.
 pub const CHUNK_SIZE: usize = 1 << CHUNK_SHIFT;
+/// Slabs per chunk: entries of a [`ChunkHeader`]'s class map.
+pub const SLABS: usize = CHUNK_SIZE / SLAB_SIZE;
+
+/// `class_map` value of a slab that serves no class.
+pub const MAP_FREE: u8 = 0xFF;
+/// `class_map` value of slab 0 of a superslab (its header).
+pub const MAP_HEADER: u8 = 0xFE;
+/// `class_map` value of every entry of a large mapping's header.
+pub const MAP_LARGE: u8 = 0xFD;
+
+/// The first bytes of every chunk whose bit is set, superslab or large mapping: the class
+/// of each 64 KiB slab of the chunk, or one of the `MAP_*` markers. Readable by any thread
+/// while the bit is set; an entry that is a class stays that class while any block of its
+/// span is handed out.
+#[repr(C)]
+pub struct ChunkHeader {
+    pub class_map: [AtomicU8; SLABS],
+}
+
+impl ChunkHeader {
+    /// The header of the chunk that holds `addr`.
+    #[inline(always)]
+    pub fn of(addr: usize) -> *const ChunkHeader {
+        chunk_base(addr) as *const ChunkHeader
+    }
+
+    /// The `class_map` entry for `addr`.
+    #[inline(always)]
+    pub fn entry(&self, addr: usize) -> u8 {
+        self.class_map[(addr >> SLAB_SHIFT) & (SLABS - 1)].load(Ordering::Relaxed)
+    }
+}
+
+/// The class-map entry of `addr` if its chunk is hakmem's (one bitmap load, one header
+/// load); `None` for every other address. Never faults.
+#[inline(always)]
+pub fn entry_of(addr: usize) -> Option<u8> {
+    if !contains(addr) {
+        return None;
+    }
+    // SAFETY: the bit is set, so a header is mapped at the chunk base (the invariant above).
+    Some(unsafe { (*ChunkHeader::of(addr)).entry(addr) })
+}
+
 const ADDRESS_BITS: usize = 47;
 const WORDS: usize = 1 << (ADDRESS_BITS - CHUNK_SHIFT - 6);
 

@@ -14,7 +14,8 @@ use crate::os;
 use crate::pool;
 use crate::remote::Block;
 use crate::size_class::{block_size, Class, NUM_CLASSES};
-use crate::superslab::{SlabMeta, SuperSlab, MAP_FREE, SLABS};
+use crate::chunk_map::{MAP_FREE, SLABS};
+use crate::superslab::{OwnerId, SlabMeta, SuperSlab};
 use crate::sync::{AtomicIsize, Ordering, SpinLock};
 use core::cell::Cell;
 use core::ptr::null_mut;
@@ -166,7 +167,7 @@ impl Heap {
     /// The chain has at least `n` blocks, each a handed-out block of class `c`; the caller
     /// gives up the first `n`.
     pub unsafe fn flush(&self, c: Class, first: *mut Block, n: usize) -> *mut Block {
-        let me = self as *const Heap as *mut Heap;
+        let me = self.id();
         let mut run = RemoteRun::EMPTY;
         let mut p = first;
         for _ in 0..n {
@@ -175,7 +176,7 @@ impl Heap {
             // SAFETY: a handed-out block lies in a live superslab.
             let ss = unsafe { &*SuperSlab::of(p as usize) };
             let meta = ss.meta_of(p as usize, c);
-            if ss.owner.load(Ordering::Relaxed) == me {
+            if ss.owner() == me {
                 // SAFETY: we own the slab and the block is handed out.
                 unsafe { meta.put(p) };
                 // A superslab given back here has no block left in the chain.
@@ -299,6 +300,12 @@ impl Heap {
         }
     }
 
+    /// This heap's id as the owner of its superslabs.
+    #[inline(always)]
+    fn id(&self) -> OwnerId {
+        OwnerId::of_addr(self as *const Heap as usize)
+    }
+
     /// Become the owner of an abandoned superslab and sort its slabs into our lists.
     fn take_over(&self, ss: *mut SuperSlab) {
         self.link_owned(ss);
@@ -314,8 +321,7 @@ impl Heap {
     fn link_owned(&self, ss: *mut SuperSlab) {
         // SAFETY: `ss` is ours alone.
         let s = unsafe { &*ss };
-        s.owner
-            .store(self as *const Heap as *mut Heap, Ordering::Release);
+        s.set_owner(self.id());
         let head = self.owned.get();
         s.prev.set(null_mut());
         s.next.set(head);

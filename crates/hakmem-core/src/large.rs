@@ -25,11 +25,10 @@
 //! into it is told apart as no live block; handing a block out clears the bits of its
 //! other chunks first.
 
-use crate::chunk_map::{self, CHUNK_SIZE};
+use crate::chunk_map::{self, ChunkHeader, CHUNK_SIZE, MAP_LARGE};
 use crate::config;
 use crate::os::{self, PAGE_SIZE};
 use crate::retain;
-use crate::superslab::{ChunkHeader, MAP_LARGE};
 use crate::sync::{AtomicUsize, Ordering, SpinLock};
 use core::ptr::null_mut;
 

@@ -22,6 +22,7 @@ pub mod chunk_map;
 pub mod config;
 pub mod heap;
 pub mod large;
+mod misuse;
 pub mod os;
 pub mod pool;
 pub mod process;
@@ -35,10 +36,12 @@ pub mod thread_cache;
 pub mod tls;
 
 pub use config::Profile;
+pub use misuse::{report_misuse, Misuse};
 pub use stats::Stats;
 
+use process::Hooks;
 use size_class::{block_size, class_for, Class, MIN_ALIGN};
-use superslab::{ChunkHeader, MAP_LARGE};
+use chunk_map::{ChunkHeader, MAP_LARGE};
 
 /// Allocate `size` bytes aligned to `align` (a power of two). Null when memory is
 /// exhausted or the request cannot be met (alignment over [`large::MAX_ALIGN`], size near
@@ -47,7 +50,7 @@ use superslab::{ChunkHeader, MAP_LARGE};
 pub fn alloc(size: usize, align: usize) -> *mut u8 {
     match class_for(size, align) {
         // SAFETY: `class_for` returns classes in range.
-        Some(c) => unsafe { thread_cache::alloc(c) },
+        Some(c) => unsafe { thread_cache::alloc::<Hooks>(c) },
         None => alloc_large(size, align).0,
     }
 }
@@ -70,7 +73,7 @@ pub fn alloc_zeroed(size: usize, align: usize) -> *mut u8 {
     match class_for(size, align) {
         Some(c) => {
             // SAFETY: `class_for` returns classes in range.
-            let p = unsafe { thread_cache::alloc(c) };
+            let p = unsafe { thread_cache::alloc::<Hooks>(c) };
             if !p.is_null() {
                 // SAFETY: the block holds at least `size` bytes.
                 unsafe { core::ptr::write_bytes(p, 0, size) };
@@ -98,7 +101,7 @@ pub fn alloc_zeroed(size: usize, align: usize) -> *mut u8 {
 pub unsafe fn dealloc(p: *mut u8, size: usize, align: usize) {
     match class_for(size, align) {
         // SAFETY: by the caller, `p` is a block of class `c`.
-        Some(c) => unsafe { thread_cache::free(p, c) },
+        Some(c) => unsafe { thread_cache::free::<Hooks>(p, c) },
         // SAFETY: by the caller, `p` is a large block.
         None => unsafe { free_large(p) },
     }
@@ -228,7 +231,7 @@ pub fn owner(p: *const u8) -> Owner {
 pub unsafe fn free(p: *mut u8) {
     match small_class_of(p) {
         // SAFETY: a live block of class `c`, by the caller.
-        Some(c) => unsafe { thread_cache::free(p, c) },
+        Some(c) => unsafe { thread_cache::free::<Hooks>(p, c) },
         // SAFETY: by the caller.
         None => unsafe { free_not_small(p) },
     }
@@ -276,7 +279,7 @@ pub unsafe fn realloc_unsized(p: *mut u8, new_size: usize) -> *mut u8 {
                 // SAFETY: both blocks hold the bytes copied; `p` is the caller's.
                 unsafe {
                     core::ptr::copy_nonoverlapping(p, q, usable.min(new_size));
-                    thread_cache::free(p, class);
+                    thread_cache::free::<Hooks>(p, class);
                 }
             }
             q
@@ -310,7 +313,7 @@ pub unsafe fn realloc_unsized(p: *mut u8, new_size: usize) -> *mut u8 {
 /// Give cached free memory back to the OS now: the calling thread's cached blocks, empty
 /// superslabs in the pool, cached large mappings. Other threads keep their caches.
 pub fn trim() {
-    thread_cache::trim();
+    thread_cache::trim::<Hooks>();
 }
 
 /// A large block, after giving cached memory back to the OS once if the OS refused.
@@ -320,7 +323,7 @@ fn alloc_large(size: usize, align: usize) -> (*mut u8, bool) {
     if !got.0.is_null() {
         return got;
     }
-    thread_cache::trim();
+    thread_cache::trim::<Hooks>();
     large::alloc(size, align)
 }
 
@@ -332,95 +335,4 @@ pub fn stats() -> Stats {
 /// Choose the memory profile (before the first allocation, ideally).
 pub fn set_profile(p: Profile) {
     process::set_profile(p);
-}
-
-/// Kinds of misuse hakmem reports.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Misuse {
-    ForeignFree,
-    ForeignRealloc,
-    InvalidFree,
-    InteriorFree,
-    DoubleFree,
-    Overflow,
-    WrongLayout,
-}
-
-/// Report misuse of the allocator on stderr, naming the pointer, then abort. Never
-/// allocates.
-#[cold]
-pub fn report_misuse(p: *const u8, kind: Misuse, class: Option<Class>) -> ! {
-    let what: &[u8] = match kind {
-        Misuse::ForeignFree => b"free of a pointer hakmem never handed out",
-        Misuse::ForeignRealloc => b"realloc of a pointer hakmem never handed out",
-        Misuse::InvalidFree => {
-            b"free of a pointer that is not the start of a live block (invalid or interior pointer)"
-        }
-        Misuse::InteriorFree => b"free of an interior pointer (not the start of its block)",
-        Misuse::DoubleFree => b"double free",
-        Misuse::Overflow => b"write past the end of a block (canary overwritten)",
-        Misuse::WrongLayout => b"dealloc with a layout other than the allocation's",
-    };
-    let mut buf = [0u8; 256];
-    let mut w = Writer {
-        buf: &mut buf,
-        len: 0,
-    };
-    w.put(b"hakmem: ");
-    w.put(what);
-    w.put(b": pointer 0x");
-    w.hex(p as usize);
-    if let Some(c) = class {
-        w.put(b" (size class ");
-        w.dec(c);
-        w.put(b", block ");
-        w.dec(block_size(c));
-        w.put(b" bytes)");
-    }
-    w.put(b"\n");
-    let len = w.len;
-    os::write_stderr(&buf[..len]);
-    os::abort()
-}
-
-/// A fixed buffer to format messages into without allocating.
-struct Writer<'a> {
-    buf: &'a mut [u8],
-    len: usize,
-}
-
-impl Writer<'_> {
-    fn put(&mut self, s: &[u8]) {
-        let n = s.len().min(self.buf.len() - self.len);
-        self.buf[self.len..self.len + n].copy_from_slice(&s[..n]);
-        self.len += n;
-    }
-
-    fn hex(&mut self, mut v: usize) {
-        let mut tmp = [0u8; 16];
-        let mut i = tmp.len();
-        loop {
-            i -= 1;
-            tmp[i] = b"0123456789abcdef"[v & 15];
-            v >>= 4;
-            if v == 0 {
-                break;
-            }
-        }
-        self.put(&tmp[i..]);
-    }
-
-    fn dec(&mut self, mut v: usize) {
-        let mut tmp = [0u8; 20];
-        let mut i = tmp.len();
-        loop {
-            i -= 1;
-            tmp[i] = b'0' + (v % 10) as u8;
-            v /= 10;
-            if v == 0 {
-                break;
-            }
-        }
-        self.put(&tmp[i..]);
-    }
 }

@@ -7,7 +7,7 @@
 use crate::chunk_map::{self, CHUNK_SIZE};
 use crate::os;
 use crate::retain;
-use crate::superslab::SuperSlab;
+use crate::superslab::{OwnerId, SuperSlab};
 use crate::sync::{Ordering, SpinLock};
 use core::ptr::null_mut;
 
@@ -124,7 +124,7 @@ pub fn acquire() -> *mut SuperSlab {
 pub unsafe fn release_empty(ss: *mut SuperSlab) {
     // SAFETY: the caller gives us `ss`.
     unsafe {
-        (*ss).owner.store(null_mut(), Ordering::Relaxed);
+        (*ss).set_owner(OwnerId::NONE);
         (*ss).released_ms.set(os::now_ms());
         EMPTY.lock().push(ss);
     }
@@ -179,7 +179,7 @@ pub fn trim() {
 pub unsafe fn abandon(ss: *mut SuperSlab) {
     // SAFETY: the caller gives us `ss`.
     unsafe {
-        (*ss).owner.store(null_mut(), Ordering::Release);
+        (*ss).set_owner(OwnerId::NONE);
         ABANDONED.lock().push(ss);
     }
 }

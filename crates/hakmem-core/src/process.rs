@@ -21,9 +21,9 @@
 //! is corrupted), and the forking thread carries on with its own.
 
 use crate::config::{self, Profile};
-use crate::heap::Heap;
 use crate::sync::{AtomicU8, AtomicUsize, Ordering};
-use crate::{large, os, pool, thread_cache};
+use crate::thread_cache::{self, ThreadHooks};
+use crate::{large, os, pool};
 
 const UNINIT: u8 = 0;
 const RUNNING: u8 = 1;
@@ -53,7 +53,7 @@ pub fn init() {
     if STATE.load(Ordering::Acquire) == READY {
         return;
     }
-    let me = crate::tls::cache() as usize;
+    let me = crate::tls::slot() as usize;
     if STATE
         .compare_exchange(UNINIT, RUNNING, Ordering::Acquire, Ordering::Acquire)
         .is_err()
@@ -98,14 +98,32 @@ fn read_profile_from_env() {
     }
 }
 
-/// Register the calling thread's heap with the thread-exit hook.
-pub fn on_thread_start(h: *mut Heap) {
+/// The hooks the thread cache calls through when it sets a thread up (it lies below
+/// this module, so it is handed them as a type parameter by the entry points).
+pub struct Hooks;
+
+impl ThreadHooks for Hooks {
+    #[inline]
+    fn process_init() {
+        init();
+    }
+
+    #[inline]
+    fn thread_started() {
+        on_thread_start();
+    }
+}
+
+/// Register the calling thread with the thread-exit hook.
+fn on_thread_start() {
     let key = KEY.load(Ordering::Relaxed);
     if key == 0 {
         return; // no key: the thread's memory is left for adoption-less reuse
     }
+    // Any non-null value makes glibc run the destructor; the thread's slot is one.
+    let value = crate::tls::slot().cast::<libc::c_void>();
     // SAFETY: a key we created; the value is only compared against null by glibc.
-    unsafe { libc::pthread_setspecific((key - 1) as libc::pthread_key_t, h.cast()) };
+    unsafe { libc::pthread_setspecific((key - 1) as libc::pthread_key_t, value) };
 }
 
 extern "C" fn on_thread_exit(_heap: *mut libc::c_void) {

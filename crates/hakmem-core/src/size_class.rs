@@ -24,6 +24,11 @@ pub const TABLE_MAX: usize = 1024;
 pub const NUM_CLASSES: usize = 60;
 /// Minimum alignment of every block.
 pub const MIN_ALIGN: usize = 16;
+/// log2 of [`SLAB_SIZE`].
+pub const SLAB_SHIFT: usize = 16;
+/// A slab: the unit a superslab is carved into; spans are 1 to [`MAX_SPAN_SLABS`] of
+/// them, aligned to their length.
+pub const SLAB_SIZE: usize = 1 << SLAB_SHIFT;
 
 /// A size class index, `0..NUM_CLASSES`.
 pub type Class = usize;
@@ -129,7 +134,7 @@ static BLOCK_START: [(usize, u64); 256] = {
     let sizes = compute_block_sizes();
     let mut c = 0;
     while c < NUM_CLASSES {
-        let span = span_slabs(c) * crate::superslab::SLAB_SIZE;
+        let span = span_slabs(c) * SLAB_SIZE;
         t[c] = (span - 1, u64::MAX / sizes[c] as u64 + 1);
         c += 1;
     }
@@ -154,14 +159,14 @@ pub fn block_size(c: Class) -> usize {
 /// of 32 slabs fits once, at slab 32).
 pub const MAX_SPAN_SLABS: usize = 32;
 
-/// How many slabs (of [`crate::superslab::SLAB_SIZE`]) one slab of class `c` spans: the
+/// How many slabs (of [`SLAB_SIZE`]) one slab of class `c` spans: the
 /// smallest power of two that holds at least 8 blocks, at most [`MAX_SPAN_SLABS`] (which
 /// holds 2 to 6 blocks of the classes over 256 KiB).
 #[inline]
 pub const fn span_slabs(c: Class) -> usize {
     let need = BLOCK_SIZE[c] as usize * 8;
     let mut n = 1;
-    while n * crate::superslab::SLAB_SIZE < need && n < MAX_SPAN_SLABS {
+    while n * SLAB_SIZE < need && n < MAX_SPAN_SLABS {
         n *= 2;
     }
     n
@@ -237,7 +242,7 @@ mod tests {
     fn block_starts_are_recognised_without_division() {
         let step = if cfg!(miri) { 97 } else { 1 };
         for c in 0..NUM_CLASSES {
-            let span = span_slabs(c) * crate::superslab::SLAB_SIZE;
+            let span = span_slabs(c) * SLAB_SIZE;
             // A span at an aligned address in some superslab, as carved.
             let base = (7 << 22) + span * 3;
             for off in (0..span).step_by(step) {
@@ -258,7 +263,7 @@ mod tests {
     fn spans_hold_eight_blocks_or_fill_half_a_superslab() {
         for c in 0..NUM_CLASSES {
             let n = span_slabs(c);
-            let blocks = n * crate::superslab::SLAB_SIZE / block_size(c);
+            let blocks = n * SLAB_SIZE / block_size(c);
             assert!(n.is_power_of_two() && n <= MAX_SPAN_SLABS, "class {c}");
             assert!(
                 blocks >= 8 || n == MAX_SPAN_SLABS,

@@ -16,54 +16,22 @@
 //! slab, `class_map` of that slab its class, and the span's first slab is that index
 //! rounded down to the class's span length. No search anywhere.
 //!
-//! Ownership: each superslab is owned by one thread's [`Heap`](crate::heap::Heap) (its
-//! `owner`), or by nobody while it sits in the shared [`pool`](crate::pool). Only the owner
+//! Ownership: each superslab is owned by one thread's heap (its `owner`, an opaque
+//! [`OwnerId`] this layer only stores and compares), or by nobody while it sits in the shared [`pool`](crate::pool). Only the owner
 //! touches the `Cell` fields of the superslab and its slabs. Other threads read
 //! `class_map` (stable while they hold a block of that slab), push onto a slab's
 //! `remote` list and set its bit in `remote_pending`.
 
-use crate::chunk_map::{CHUNK_SHIFT, CHUNK_SIZE};
-use crate::heap::Heap;
+use crate::chunk_map::{ChunkHeader, CHUNK_SHIFT, CHUNK_SIZE, MAP_FREE, MAP_HEADER, SLABS};
 use crate::os;
 use crate::remote::{Block, RemoteFreeList};
-use crate::size_class::{block_size, span_slabs, Class, NUM_CLASSES};
-use crate::sync::{AtomicPtr, AtomicU32, AtomicU64, AtomicU8, Ordering};
+use crate::size_class::{block_size, span_slabs, Class, NUM_CLASSES, SLAB_SHIFT, SLAB_SIZE};
+use crate::sync::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use core::cell::Cell;
 use core::ptr::null_mut;
 
-pub const SLAB_SHIFT: usize = 16;
-pub const SLAB_SIZE: usize = 1 << SLAB_SHIFT;
-pub const SLABS: usize = CHUNK_SIZE / SLAB_SIZE;
 /// Bits of the slabs that can serve blocks (all but slab 0).
 pub const USABLE_SLABS: u64 = !1;
-
-/// `class_map` value of a slab that serves no class.
-pub const MAP_FREE: u8 = 0xFF;
-/// `class_map` value of slab 0 (the header).
-pub const MAP_HEADER: u8 = 0xFE;
-/// `class_map` value of every entry of a large mapping's header.
-pub const MAP_LARGE: u8 = 0xFD;
-
-/// The first bytes of every chunk hakmem maps, superslab or large mapping: the class of
-/// each 64 KiB slab of the chunk, or one of the `MAP_*` markers.
-#[repr(C)]
-pub struct ChunkHeader {
-    pub class_map: [AtomicU8; SLABS],
-}
-
-impl ChunkHeader {
-    /// The header of the chunk that holds `addr`.
-    #[inline(always)]
-    pub fn of(addr: usize) -> *const ChunkHeader {
-        (addr & !(CHUNK_SIZE - 1)) as *const ChunkHeader
-    }
-
-    /// The `class_map` entry for `addr`.
-    #[inline(always)]
-    pub fn entry(&self, addr: usize) -> u8 {
-        self.class_map[(addr >> SLAB_SHIFT) & (SLABS - 1)].load(Ordering::Relaxed)
-    }
-}
 
 /// Metadata of one slab (or of a span: then it is the first slab's).
 ///
@@ -100,6 +68,23 @@ pub struct SlabMeta {
     remote_count: AtomicU32,
 }
 
+/// Who owns a superslab: an opaque id chosen by the layer above (a heap's address), or
+/// [`OwnerId::NONE`]. This layer only stores and compares it, so it never calls up.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OwnerId(usize);
+
+impl OwnerId {
+    /// Owned by nobody (in the pool).
+    pub const NONE: OwnerId = OwnerId(0);
+
+    /// The id of the owner at address `addr` (not 0).
+    #[inline(always)]
+    pub fn of_addr(addr: usize) -> OwnerId {
+        debug_assert_ne!(addr, 0);
+        OwnerId(addr)
+    }
+}
+
 /// [`SlabMeta::free_len`] when the free list's length is not known.
 const UNKNOWN_LEN: u32 = u32::MAX;
 
@@ -111,8 +96,8 @@ pub struct SuperSlab {
     /// their push; cleared by the owner before it drains, and set again when the drain
     /// found nothing (a pusher may be between its flag and its push).
     pub remote_pending: AtomicU64,
-    /// The heap that owns this superslab, or null while it is in the pool.
-    pub owner: AtomicPtr<Heap>,
+    /// Who owns this superslab; [`OwnerId::NONE`] while it is in the pool.
+    owner: AtomicUsize,
     /// Bit `i` set iff slab `i` serves no class (owner only). Slab 0 is never free.
     free_slabs: Cell<u64>,
     /// Bit `i` set: slab `i` is free and its pages may still be resident (owner only).
@@ -172,6 +157,20 @@ impl SuperSlab {
         }
         debug_assert_eq!(ss as usize >> CHUNK_SHIFT << CHUNK_SHIFT, ss as usize);
         ss
+    }
+
+    /// Who owns this superslab now. A thread that is not the owner may see a stale
+    /// answer, but never its own id unless it is the owner (only an owner stores its id).
+    #[inline(always)]
+    pub fn owner(&self) -> OwnerId {
+        OwnerId(self.owner.load(Ordering::Relaxed))
+    }
+
+    /// Hand the superslab to `id` (or to nobody). The caller holds it alone: it is the
+    /// owner giving it up, or it just took it from the pool. Release, so that the next
+    /// owner that reads the id with Acquire sees this one's writes.
+    pub fn set_owner(&self, id: OwnerId) {
+        self.owner.store(id.0, Ordering::Release);
     }
 
     /// Whether no slab serves a class.

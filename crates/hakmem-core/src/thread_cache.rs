@@ -9,8 +9,8 @@
 //! cache; only when flushed do they travel back to their slab's remote list.
 
 use crate::config;
+use crate::misuse::{self, Misuse};
 use crate::heap::Heap;
-use crate::process;
 use crate::remote::Block;
 use crate::size_class::{block_size, Class, NUM_CLASSES};
 use crate::tls;
@@ -46,6 +46,27 @@ impl Bin {
         self.set_count(n);
     }
 }
+
+/// What the layers above do when a thread first needs its heap, which this layer cannot
+/// name: the entry points pass it down as a type parameter (no cost at run time), so the
+/// thread cache never calls up.
+pub trait ThreadHooks {
+    /// Set the process up; cheap once done, and safe to re-enter from the set-up itself.
+    fn process_init();
+    /// The calling thread was just set up: arrange for [`teardown`] to run at its exit.
+    fn thread_started();
+}
+
+/// The calling thread's cache, laid over its TLS slot.
+#[inline(always)]
+fn cache() -> *mut ThreadCache {
+    tls::slot().cast()
+}
+
+const _: () = assert!(
+    core::mem::size_of::<ThreadCache>() <= tls::SLOT_BYTES
+        && core::mem::align_of::<ThreadCache>() <= tls::SLOT_ALIGN
+);
 
 /// A thread's cache; all zero is the valid initial state (see [`crate::tls`]).
 #[repr(C, align(64))]
@@ -84,14 +105,14 @@ impl ThreadCache {
 /// # Safety
 /// `c < NUM_CLASSES`.
 #[inline(always)]
-pub unsafe fn alloc(c: Class) -> *mut u8 {
+pub unsafe fn alloc<H: ThreadHooks>(c: Class) -> *mut u8 {
     // SAFETY: by the caller.
     let b = unsafe { pop(c) };
     if !b.is_null() {
         return b;
     }
     // SAFETY: as above.
-    unsafe { alloc_slow(c) }
+    unsafe { alloc_slow::<H>(c) }
 }
 
 /// A block of class `c` from the cache, or null when the bin is empty (the caller then
@@ -101,7 +122,7 @@ pub unsafe fn alloc(c: Class) -> *mut u8 {
 /// `c < NUM_CLASSES`.
 #[inline(always)]
 pub unsafe fn pop(c: Class) -> *mut u8 {
-    let tc = tls::cache();
+    let tc = cache();
     // SAFETY: the thread's own cache; `c` is in range by the caller.
     let bin = unsafe { (*tc).bins.get_unchecked_mut(c) };
     let b = bin.head;
@@ -118,15 +139,15 @@ pub unsafe fn pop(c: Class) -> *mut u8 {
 /// # Safety
 /// `p` is a handed-out block of class `c`, which the caller gives up.
 #[inline(always)]
-pub unsafe fn free(p: *mut u8, c: Class) {
-    let tc = tls::cache();
+pub unsafe fn free<H: ThreadHooks>(p: *mut u8, c: Class) {
+    let tc = cache();
     // SAFETY: the thread's own cache; `c` is in range.
     let bin = unsafe { (*tc).bins.get_unchecked_mut(c) };
     let b = p as *mut Block;
     if b == bin.head {
         // The block is already the newest in this cache: a double free, caught for the
         // price of one compare.
-        crate::report_misuse(p, crate::Misuse::DoubleFree, Some(c));
+        misuse::report_misuse(p, Misuse::DoubleFree, Some(c));
     }
     // SAFETY: the block is the caller's to give up.
     unsafe { (*b).next = bin.head };
@@ -134,26 +155,26 @@ pub unsafe fn free(p: *mut u8, c: Class) {
     bin.room -= 1;
     if bin.room < 0 {
         // SAFETY: as above.
-        unsafe { free_slow(c) };
+        unsafe { free_slow::<H>(c) };
     }
 }
 
 /// The thread's heap, setting the thread up on first use; null if memory is exhausted.
 #[inline]
-fn heap(tc: *mut ThreadCache) -> *mut Heap {
+fn heap<H: ThreadHooks>(tc: *mut ThreadCache) -> *mut Heap {
     // SAFETY: the thread's own cache.
     let h = unsafe { (*tc).heap };
     if !h.is_null() {
         return h;
     }
     // SAFETY: as above.
-    unsafe { setup_thread(tc) }
+    unsafe { setup_thread::<H>(tc) }
 }
 
 #[cold]
 #[inline(never)]
-unsafe fn setup_thread(tc: *mut ThreadCache) -> *mut Heap {
-    process::init();
+unsafe fn setup_thread<H: ThreadHooks>(tc: *mut ThreadCache) -> *mut Heap {
+    H::process_init();
     let h = Heap::acquire();
     if h.is_null() {
         return null_mut();
@@ -168,7 +189,7 @@ unsafe fn setup_thread(tc: *mut ThreadCache) -> *mut Heap {
     }
     // Last: registering may allocate (glibc's pthread_setspecific for high keys), which
     // now finds the thread set up.
-    process::on_thread_start(h);
+    H::thread_started();
     h
 }
 
@@ -223,9 +244,9 @@ fn grow_capacity(bin: &mut Bin, c: Class) {
 
 #[cold]
 #[inline(never)]
-unsafe fn alloc_slow(c: Class) -> *mut u8 {
-    let tc = tls::cache();
-    let h = heap(tc);
+unsafe fn alloc_slow<H: ThreadHooks>(c: Class) -> *mut u8 {
+    let tc = cache();
+    let h = heap::<H>(tc);
     if h.is_null() {
         return null_mut();
     }
@@ -248,7 +269,7 @@ unsafe fn alloc_slow(c: Class) -> *mut u8 {
     let (mut first, mut n) = unsafe { (*h).refill(c, want, whole) };
     if n == 0 {
         // The OS refused memory: give back what the caches hold, and try once more.
-        trim();
+        trim::<H>();
         // SAFETY: as above.
         (first, n) = unsafe { (*h).refill(c, want, whole) };
         if n == 0 {
@@ -285,10 +306,10 @@ impl Drop for KeepErrno {
 
 #[cold]
 #[inline(never)]
-unsafe fn free_slow(c: Class) {
+unsafe fn free_slow<H: ThreadHooks>(c: Class) {
     let _errno = KeepErrno::new();
-    let tc = tls::cache();
-    let h = heap(tc);
+    let tc = cache();
+    let h = heap::<H>(tc);
     if h.is_null() {
         return; // keep the blocks cached; nothing is lost
     }
@@ -322,7 +343,7 @@ unsafe fn flush_newest(bin: &mut Bin, h: *mut Heap, c: Class, keep: u32) {
 /// # Safety
 /// Called on the thread whose cache it is, outside any allocator call.
 pub unsafe fn teardown() {
-    let tc = tls::cache();
+    let tc = cache();
     // SAFETY: the thread's own cache.
     let h = unsafe { (*tc).heap };
     if h.is_null() {
@@ -345,17 +366,17 @@ pub unsafe fn teardown() {
 /// Give cached free memory back to the OS now: the calling thread's cached blocks, the
 /// superslabs of exited threads, free slabs, empty superslabs in the pool, cached large
 /// mappings. Other threads keep their caches.
-pub fn trim() {
-    flush_all();
+pub fn trim<H: ThreadHooks>() {
+    flush_all::<H>();
     crate::pool::trim();
     crate::large::trim();
 }
 
 /// Give the calling thread's cached blocks back to their slabs, adopt the superslabs of
 /// exited threads, and give the pages of free slabs back to the OS.
-fn flush_all() {
-    let tc = tls::cache();
-    let h = heap(tc);
+fn flush_all<H: ThreadHooks>() {
+    let tc = cache();
+    let h = heap::<H>(tc);
     if h.is_null() {
         return;
     }

@@ -1,4 +1,6 @@
-//! Where the calling thread's [`ThreadCache`] lives: one direct thread-local access.
+//! Where the calling thread's cache lives: one direct thread-local access to a zeroed,
+//! 64-byte aligned slot of [`SLOT_BYTES`] bytes, which [`crate::thread_cache`] lays its
+//! `ThreadCache` over (this module knows only the slot, so it needs nothing above it).
 //!
 //! - With the `nightly` feature: a `#[thread_local]` static.
 //! - Otherwise, on x86-64 and AArch64 Linux (glibc or musl): an *initial-exec* TLS slot
@@ -14,7 +16,16 @@
 //! capacity 0, so the first allocation and the first free take the slow path, which sets
 //! the thread up. The fast path never asks "initialised?".
 
-use crate::thread_cache::ThreadCache;
+/// Bytes of the slot (the thread cache asserts that it fits).
+pub const SLOT_BYTES: usize = 1024;
+/// Alignment of the slot (a cache line).
+pub const SLOT_ALIGN: usize = 64;
+
+/// The slot's type where Rust declares it.
+#[cfg_attr(not(feature = "nightly"), allow(dead_code))]
+#[repr(C, align(64))]
+struct Slot([u8; SLOT_BYTES]);
+const _: () = assert!(core::mem::align_of::<Slot>() == SLOT_ALIGN);
 
 #[cfg(feature = "nightly")]
 mod imp {
@@ -35,7 +46,7 @@ mod imp {
     target_os = "linux"
 ))]
 mod imp {
-    use super::ThreadCache;
+    use super::{SLOT_ALIGN, SLOT_BYTES};
 
     // The slot: `hakmem_thread_cache` in `.tbss` (zero at thread start), hidden, so a
     // shared object reaches it through its own GOT entry. Section and symbol types are
@@ -43,7 +54,7 @@ mod imp {
     // starts a comment on some ARM assemblers).
     core::arch::global_asm!(
         ".pushsection .tbss,\"awT\",%nobits",
-        ".p2align 6",
+        ".p2align {align_log2}",
         ".globl hakmem_thread_cache",
         ".hidden hakmem_thread_cache",
         ".type hakmem_thread_cache,%object",
@@ -51,12 +62,14 @@ mod imp {
         "hakmem_thread_cache:",
         ".zero {size}",
         ".popsection",
-        size = const core::mem::size_of::<ThreadCache>(),
+        size = const SLOT_BYTES,
+        align_log2 = const SLOT_ALIGN.trailing_zeros(),
     );
 
+    /// The calling thread's slot.
     #[inline(always)]
-    pub fn cache() -> *mut ThreadCache {
-        let p: *mut ThreadCache;
+    pub fn slot() -> *mut u8 {
+        let p: *mut u8;
         // SAFETY: reads the thread pointer and the slot's offset from the GOT (the
         // initial-exec sequence, which an executable's linker relaxes to a constant); no
         // memory is written. The result is constant for the thread's life, hence `pure`.
@@ -94,4 +107,4 @@ compile_error!(
     "hakmem-core needs Linux on x86-64 or AArch64, or the `nightly` feature for #[thread_local]"
 );
 
-pub use imp::cache;
+pub use imp::slot;
