@@ -55,7 +55,7 @@ pub fn memalign_impl(align: usize, size: usize) -> *mut c_void {
 /// `pvalloc(size)`: whole pages.
 pub fn pvalloc_impl(size: usize) -> *mut c_void {
     let page = page_size();
-    match hakmem_core::os::round_up(size.max(1), page) {
+    match size.max(1).checked_next_multiple_of(page) {
         Some(rounded) => malloc::alloc(rounded, page),
         None => malloc::out_of_memory(),
     }

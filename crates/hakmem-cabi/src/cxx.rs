@@ -80,10 +80,10 @@ fn throw_bad_alloc() -> ! {
         // SAFETY: it takes no arguments; the exception unwinds through "C-unwind" frames.
         unsafe { throw() }
     }
-    hakmem_core::os::write_stderr(
+    hakmem_core::write_stderr(
         b"hakmem: operator new: out of memory, and std::bad_alloc cannot be thrown without libstdc++\n",
     );
-    hakmem_core::os::abort()
+    hakmem_core::abort()
 }
 
 /// Export the same body under several names (`new` and `new[]` behave alike).

@@ -82,7 +82,7 @@ extern "C" fn init() {
     }
     // Let hakmem-core read HAKMEM_PROFILE now (and warn about a bad value) if no
     // allocation did so yet, so that the profile is known before the program starts.
-    hakmem_core::process::init();
+    hakmem_core::init();
     crate::heap_profile::init_from_env();
     if verbose {
         announce();
@@ -95,7 +95,7 @@ fn announce() {
     let _ = writeln!(
         m,
         "hakmem: loaded (profile {}, statistics {}, checks {})",
-        hakmem_core::config::profile().name(),
+        hakmem_core::profile().name(),
         if stats::enabled() { "on" } else { "off" },
         if mode::checked() { "on" } else { "off" }
     );

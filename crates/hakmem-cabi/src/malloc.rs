@@ -12,19 +12,22 @@
 //! - A pointer hakmem never handed out goes to [`crate::foreign`]; a pointer inside
 //!   hakmem's memory that is not a live block is reported and the process aborts.
 //! - With `HAKMEM_CHECK=1` ([`crate::mode`]) every block is allocated, freed, resized and
-//!   measured by [`hakmem_core::checked`]: double frees, interior pointers, writes past
+//!   measured by [`hakmem_core::Checked`] (the same path with its checks on): double frees, interior pointers, writes past
 //!   the usable size and (unlike the unchecked mode) pointers hakmem never handed out are
 //!   reported and the process aborts. Every entry point takes its fast path only when
 //!   [`mode::plain`] says that neither checks nor counting are on.
+//! - `free` is one call of [`hakmem_core::free_or_else`], which classifies the pointer
+//!   once and frees it; only what it hands back (a foreign pointer, a sampled block, a
+//!   misuse) is dealt with here.
 
 use crate::{errno, foreign, mode, stats};
 use core::ffi::{c_int, c_void};
 use core::ptr::null_mut;
-use hakmem_core::{checked, Misuse, Owner};
+use hakmem_core::{Checked, Misuse, NotFreed, Owner};
 use hakmem_heap_profile as heap_profile;
 
 /// The alignment of every block `malloc` hands out.
-pub const MIN_ALIGN: usize = hakmem_core::size_class::MIN_ALIGN;
+pub const MIN_ALIGN: usize = hakmem_core::MIN_ALIGN;
 
 /// Allocate, without touching `errno` (null on failure).
 #[inline(always)]
@@ -64,8 +67,8 @@ fn alloc_in_mode(size: usize, align: usize, zeroed: bool) -> *mut c_void {
             })
         }
         (false, zeroed) => core_alloc(size, align, zeroed),
-        (true, false) => checked::alloc(size, align),
-        (true, true) => checked::alloc_zeroed(size, align),
+        (true, false) => Checked::alloc(size, align),
+        (true, true) => Checked::alloc_zeroed(size, align),
     };
     if !p.is_null() {
         stats::on_alloc(p);
@@ -124,54 +127,50 @@ pub fn alloc_array_zeroed(n: usize, size: usize) -> *mut c_void {
 #[inline(always)]
 pub unsafe fn free_block(p: *mut c_void) {
     let p = p.cast::<u8>();
-    // The fast path: a small block, no checks, no statistics. hakmem-core keeps `errno` in the slow
-    // path of its free; this path touches nothing else.
-    if let Some(class) = hakmem_core::small_class_of(p) {
-        if mode::plain_free() {
-            // SAFETY: a live block of `class`, which the caller gives up.
-            unsafe { hakmem_core::thread_cache::free::<hakmem_core::process::Hooks>(p, class) };
-            return;
-        }
+    if mode::plain_free() {
+        // The fast path: no checks, no statistics. hakmem-core keeps `errno` on every
+        // path of its free that may make a system call.
+        // SAFETY: by the caller; what is no live block comes back to `not_freed`.
+        return unsafe { hakmem_core::free_or_else(p, not_freed) };
     }
     // SAFETY: by the caller.
-    unsafe { free_other(p) }
+    unsafe { free_in_mode(p) }
 }
 
-/// Everything but the fast path of [`free_block`], out of line.
+/// [`free_block`] when checked mode or counting is on (or the mode is undecided).
 ///
 /// # Safety
 /// As for [`free_block`].
 #[cold]
 #[inline(never)]
-unsafe fn free_other(p: *mut u8) {
+unsafe fn free_in_mode(p: *mut u8) {
     if p.is_null() {
         return;
     }
     let _errno = errno::Preserve::new();
+    stats::on_free(p);
     if mode::checked() {
-        stats::on_free(p);
-        // SAFETY: by the caller; misuse is reported.
-        return unsafe { checked::free(p) };
+        // SAFETY: by the caller; misuse, foreign pointers included, is reported.
+        return unsafe { Checked::free(p) };
     }
-    match hakmem_core::owner(p) {
-        Owner::Small { class, .. } => {
-            stats::on_free(p);
-            // SAFETY: `owner` found a block of `class`, which the caller gives up.
-            unsafe { hakmem_core::thread_cache::free::<hakmem_core::process::Hooks>(p, class) }
-        }
-        Owner::Large { .. } => {
-            stats::on_free(p);
-            // SAFETY: a live large block, by the caller.
-            unsafe { hakmem_core::free(p) }
-        }
-        Owner::Foreign => foreign::free(p),
-        Owner::Invalid if heap_profile::is_sampled_in_chunk(p) => {
-            stats::on_free(p);
+    // SAFETY: by the caller.
+    unsafe { hakmem_core::free_or_else(p, not_freed) }
+}
+
+/// What `free` does with a pointer hakmem-core did not free: a foreign one goes to its
+/// own allocator, a sampled block to the heap profiler, anything else is reported.
+#[cold]
+#[inline(never)]
+fn not_freed(p: *mut u8, why: NotFreed) {
+    let _errno = errno::Preserve::new();
+    match why {
+        NotFreed::Foreign => foreign::free(p),
+        NotFreed::Invalid if heap_profile::is_sampled_in_chunk(p) => {
             // SAFETY: a live sampled block (its check word matched), which the caller
-            // gives up.
+            // of `free` gives up.
             unsafe { heap_profile::free_sampled(p) }
         }
-        Owner::Invalid => hakmem_core::report_misuse(p, Misuse::InvalidFree, None),
+        NotFreed::Invalid => hakmem_core::report_misuse(p, Misuse::InvalidFree, None),
     }
 }
 
@@ -188,7 +187,7 @@ pub unsafe fn free_sized_block(p: *mut c_void, size: usize, align: usize) {
     let p = p.cast::<u8>();
     // One load of a static bitmap keeps foreign pointers (a program's own `operator new`
     // that did not replace sized `delete`, say) out of hakmem's lists.
-    if !hakmem_core::chunk_map::contains(p as usize) {
+    if !hakmem_core::in_heap(p) {
         return foreign::free(p);
     }
     if !mode::plain() {
@@ -217,7 +216,7 @@ unsafe fn free_sized_in_mode(p: *mut u8, size: usize, align: usize) {
     }
     if mode::checked() {
         // SAFETY: by the caller; misuse, a stated size included, is reported.
-        return unsafe { checked::dealloc(p, size, align) };
+        return unsafe { Checked::dealloc(p, size, align) };
     }
     #[cfg(debug_assertions)]
     check_stated_size(p, size, align);
@@ -228,14 +227,13 @@ unsafe fn free_sized_in_mode(p: *mut u8, size: usize, align: usize) {
 /// Debug builds: abort when a stated size does not match the block's class.
 #[cfg(debug_assertions)]
 fn check_stated_size(p: *mut u8, size: usize, align: usize) {
-    use hakmem_core::size_class::class_for;
     let ok = match hakmem_core::owner(p) {
-        Owner::Small { class, .. } => class_for(size, align) == Some(class),
-        Owner::Large { .. } => class_for(size, align).is_none(),
+        Owner::Small { class, .. } => hakmem_core::class_for(size, align) == Some(class),
+        Owner::Large { .. } => hakmem_core::class_for(size, align).is_none(),
         _ => false,
     };
     if !ok {
-        hakmem_core::os::write_stderr(
+        hakmem_core::write_stderr(
             b"hakmem: sized delete with a size or alignment the block was not allocated with\n",
         );
         hakmem_core::report_misuse(p, Misuse::InvalidFree, None);
@@ -274,7 +272,7 @@ pub unsafe fn realloc_block(p: *mut c_void, new_size: usize) -> *mut c_void {
             // SAFETY: a live hakmem block, by the caller (checked mode inspects it).
             let q = unsafe {
                 if checked {
-                    checked::realloc_unsized(p, new_size)
+                    Checked::realloc_unsized(p, new_size)
                 } else {
                     hakmem_core::realloc_unsized(p, new_size)
                 }
@@ -347,7 +345,7 @@ pub fn usable_size(p: *const c_void) -> usize {
     }
     if mode::checked() {
         // The canary's bytes are not the program's.
-        return checked::usable_size(p.cast());
+        return Checked::usable_size(p.cast());
     }
     match hakmem_core::usable_size(p.cast()) {
         // SAFETY: a live sampled block (its check word matched).
@@ -360,14 +358,9 @@ pub fn usable_size(p: *const c_void) -> usize {
 
 /// Give cached free memory back to the OS; whether any mapping shrank.
 pub fn trim() -> bool {
-    let mapped = || {
-        hakmem_core::os::COUNTERS
-            .mapped_bytes
-            .load(core::sync::atomic::Ordering::Relaxed)
-    };
-    let before = mapped();
+    let before = hakmem_core::mapped_bytes();
     hakmem_core::trim();
-    mapped() < before
+    hakmem_core::mapped_bytes() < before
 }
 
 /// `malloc(size)`.

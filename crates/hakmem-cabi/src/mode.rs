@@ -2,7 +2,7 @@
 //! (`HAKMEM_STATS=1`), in one byte, so that the fast paths pay one load and one
 //! predictable branch for both ([`plain`]: the byte is zero).
 //!
-//! Checked mode ([`hakmem_core::checked`]) lays blocks out differently (a canary at the
+//! Checked mode ([`hakmem_core::Checked`]) lays blocks out differently (a canary at the
 //! end of each small block, a freed marker in its second word), so a block must be freed
 //! in the mode it was allocated in. The mode is therefore fixed before the first block is
 //! handed out, by whichever comes first: the first call of the malloc family (any of
@@ -16,7 +16,7 @@ use core::sync::atomic::{AtomicU8, Ordering::Relaxed};
 
 /// `HAKMEM_CHECK` has not been read yet.
 const UNDECIDED: u8 = 1;
-/// Blocks are allocated and freed by `hakmem_core::checked`.
+/// Blocks are allocated and freed by `hakmem_core::Checked`.
 const CHECKED: u8 = 2;
 /// Calls and bytes are counted ([`crate::stats`]).
 const COUNTED: u8 = 4;

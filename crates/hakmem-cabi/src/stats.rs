@@ -18,7 +18,6 @@ use crate::fmt::Message;
 use crate::prefixed::HakmemStats;
 use core::fmt::Write;
 use core::sync::atomic::{AtomicI32, AtomicIsize, AtomicU64, AtomicUsize, Ordering::Relaxed};
-use hakmem_core::os::COUNTERS;
 
 /// Allocation and free calls seen (a `realloc` counts as both).
 static CALLS: AtomicUsize = AtomicUsize::new(0);
@@ -96,7 +95,7 @@ fn record_alloc(p: *mut u8) {
     let size = hakmem_core::usable_size(p) as isize;
     let live = LIVE.fetch_add(size, Relaxed) + size;
     PEAK_LIVE.fetch_max(live.max(0) as usize, Relaxed);
-    PEAK_MAPPED.fetch_max(COUNTERS.mapped_bytes.load(Relaxed), Relaxed);
+    PEAK_MAPPED.fetch_max(hakmem_core::mapped_bytes(), Relaxed);
 }
 
 #[cold]
@@ -142,7 +141,7 @@ fn print_summary_to(fd: i32) {
 }
 
 fn write_summary(m: &mut impl Write, s: &HakmemStats) -> core::fmt::Result {
-    let profile = hakmem_core::config::profile().name();
+    let profile = hakmem_core::profile().name();
     writeln!(m, "hakmem: statistics (profile {profile})")?;
     writeln!(
         m,

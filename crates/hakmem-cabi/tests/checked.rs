@@ -1,5 +1,5 @@
 //! `HAKMEM_CHECK=1`: the malloc family of `libhakmem.so` in checked mode
-//! (`hakmem_core::checked`, chosen before the first block is handed out, see
+//! (`hakmem_core::Checked`, chosen before the first block is handed out, see
 //! `src/mode.rs`). Misuse that the unchecked mode lets through (a double free of a block
 //! that is not the newest free one, a write one byte past the usable size) or leaves
 //! alone (free of a stack pointer) is reported, naming the pointer, the kind of misuse and,

@@ -17,7 +17,8 @@
 #![cfg_attr(feature = "nightly", feature(thread_local))]
 #![deny(unsafe_op_in_unsafe_fn)]
 
-pub mod checked;
+pub mod block;
+mod checks;
 pub mod chunk_map;
 pub mod config;
 pub mod heap;
@@ -39,20 +40,18 @@ pub use config::Profile;
 pub use misuse::{report_misuse, Misuse};
 pub use stats::Stats;
 
-use process::Hooks;
-use size_class::{block_size, class_for, Class, MIN_ALIGN};
-use chunk_map::{ChunkHeader, MAP_LARGE};
+pub use block::{owner, NotFreed, Owner};
+pub use chunk_map::CHUNK_SIZE;
+pub use os::{abort, write_stderr};
+pub use size_class::{class_for, Class, MIN_ALIGN};
+pub use sync::SpinLock;
 
 /// Allocate `size` bytes aligned to `align` (a power of two). Null when memory is
 /// exhausted or the request cannot be met (alignment over [`large::MAX_ALIGN`], size near
 /// `isize::MAX`).
 #[inline(always)]
 pub fn alloc(size: usize, align: usize) -> *mut u8 {
-    match class_for(size, align) {
-        // SAFETY: `class_for` returns classes in range.
-        Some(c) => unsafe { thread_cache::alloc::<Hooks>(c) },
-        None => alloc_large(size, align).0,
-    }
+    block::alloc::<false>(size, align)
 }
 
 /// The fast path alone, for a front end that wants its own slow path as a tail call (C's
@@ -60,35 +59,13 @@ pub fn alloc(size: usize, align: usize) -> *mut u8 {
 /// null when the cache has none or the request is not small. [`alloc`] then does the rest.
 #[inline(always)]
 pub fn alloc_cached(size: usize) -> *mut u8 {
-    match size_class::class_of_size(size) {
-        // SAFETY: `class_of_size` returns classes in range.
-        Some(c) => unsafe { thread_cache::pop(c) },
-        None => core::ptr::null_mut(),
-    }
+    block::alloc_cached(size)
 }
 
 /// As [`alloc`], with the bytes zeroed. Fresh large mappings are not cleared again.
 #[inline]
 pub fn alloc_zeroed(size: usize, align: usize) -> *mut u8 {
-    match class_for(size, align) {
-        Some(c) => {
-            // SAFETY: `class_for` returns classes in range.
-            let p = unsafe { thread_cache::alloc::<Hooks>(c) };
-            if !p.is_null() {
-                // SAFETY: the block holds at least `size` bytes.
-                unsafe { core::ptr::write_bytes(p, 0, size) };
-            }
-            p
-        }
-        None => {
-            let (p, zeroed) = alloc_large(size, align);
-            if !p.is_null() && !zeroed {
-                // SAFETY: the block holds at least `size` bytes.
-                unsafe { core::ptr::write_bytes(p, 0, size) };
-            }
-            p
-        }
-    }
+    block::alloc_zeroed::<false>(size, align)
 }
 
 /// Free a block whose request `(size, align)` the caller still knows (Rust's `dealloc`):
@@ -99,23 +76,8 @@ pub fn alloc_zeroed(size: usize, align: usize) -> *mut u8 {
 /// and is not used afterwards.
 #[inline(always)]
 pub unsafe fn dealloc(p: *mut u8, size: usize, align: usize) {
-    match class_for(size, align) {
-        // SAFETY: by the caller, `p` is a block of class `c`.
-        Some(c) => unsafe { thread_cache::free::<Hooks>(p, c) },
-        // SAFETY: by the caller, `p` is a large block.
-        None => unsafe { free_large(p) },
-    }
-}
-
-#[cold]
-unsafe fn free_large(p: *mut u8) {
-    // SAFETY: by the caller, a live large block.
-    match unsafe { large::header_of(p) } {
-        // SAFETY: the header is the block's.
-        Some(h) => unsafe { large::free(h) },
-        None => report_misuse(p, Misuse::InvalidFree, None),
-    }
-    pool::expire();
+    // SAFETY: by the caller.
+    unsafe { block::dealloc::<false>(p, size, align) }
 }
 
 /// Resize a block whose request `(old_size, align)` the caller knows. The block stays in
@@ -125,101 +87,8 @@ unsafe fn free_large(p: *mut u8) {
 /// # Safety
 /// As for [`dealloc`]; on success the old pointer is not used afterwards.
 pub unsafe fn realloc(p: *mut u8, old_size: usize, align: usize, new_size: usize) -> *mut u8 {
-    let old = class_for(old_size, align);
-    let new = class_for(new_size, align);
-    match (old, new) {
-        (Some(a), Some(b)) if a == b => p,
-        (None, None) => {
-            // SAFETY: by the caller, a live large block.
-            match unsafe { large::header_of(p) } {
-                // Only move in place when the alignment is the block's own.
-                // SAFETY: the header is the block's.
-                Some(h) if h.offset() == large_offset(align) => unsafe {
-                    match large::realloc(h, new_size) {
-                        // `mremap` cannot move the mapping (a reused extent may span
-                        // several kernel mappings): copy instead.
-                        q if q.is_null() => move_block(p, old_size, align, new_size),
-                        q => q,
-                    }
-                },
-                // SAFETY: by the caller.
-                _ => unsafe { move_block(p, old_size, align, new_size) },
-            }
-        }
-        // SAFETY: by the caller.
-        _ => unsafe { move_block(p, old_size, align, new_size) },
-    }
-}
-
-fn large_offset(align: usize) -> usize {
-    align.max(128)
-}
-
-/// Allocate anew, copy, free the old block.
-///
-/// # Safety
-/// As for [`realloc`].
-unsafe fn move_block(p: *mut u8, old_size: usize, align: usize, new_size: usize) -> *mut u8 {
-    let q = alloc(new_size, align);
-    if !q.is_null() {
-        // SAFETY: both blocks hold at least the bytes copied and do not overlap.
-        unsafe {
-            core::ptr::copy_nonoverlapping(p, q, old_size.min(new_size));
-            dealloc(p, old_size, align);
-        }
-    }
-    q
-}
-
-/// What a pointer is, to hakmem.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Owner {
-    /// A block of a size class (`usable` bytes).
-    Small { class: Class, usable: usize },
-    /// A large mapping (`usable` bytes).
-    Large { usable: usize },
-    /// Not a pointer hakmem handed out: outside every chunk hakmem mapped.
-    Foreign,
-    /// Inside hakmem's memory but not the start of a live block.
-    Invalid,
-}
-
-/// The class of `p` if it is a live small block's start, with one bitmap load, one
-/// header load and a multiply (the fast path of C's `free`); `None` for anything else,
-/// which [`owner`] then sorts out.
-#[inline(always)]
-pub fn small_class_of(p: *const u8) -> Option<Class> {
-    let addr = p as usize;
-    if !chunk_map::contains(addr) {
-        return None;
-    }
-    // SAFETY: the chunk map says a header is mapped at the chunk base.
-    let e = unsafe { (*ChunkHeader::of(addr)).entry(addr) };
-    size_class::is_block_start(addr, e).then_some(e as Class)
-}
-
-/// Classify `p`; never faults for any `p`.
-pub fn owner(p: *const u8) -> Owner {
-    if let Some(class) = small_class_of(p) {
-        return Owner::Small {
-            class,
-            usable: block_size(class),
-        };
-    }
-    let addr = p as usize;
-    if !chunk_map::contains(addr) {
-        return Owner::Foreign;
-    }
-    // SAFETY: the chunk map says a header is mapped at the chunk base.
-    match unsafe { (*ChunkHeader::of(addr)).entry(addr) } {
-        // SAFETY: a large header is mapped at the chunk base.
-        MAP_LARGE => match unsafe { large::header_of(p as *mut u8) } {
-            Some(h) => Owner::Large { usable: h.usable() },
-            None => Owner::Invalid,
-        },
-        // Free or header slabs, an interior pointer of a small block, a stray marker.
-        _ => Owner::Invalid,
-    }
+    // SAFETY: by the caller.
+    unsafe { block::realloc::<false>(p, old_size, align, new_size) }
 }
 
 /// Free a block without knowing its size (C's `free`). A null pointer is ignored; a
@@ -229,35 +98,27 @@ pub fn owner(p: *const u8) -> Owner {
 /// `p` is null or a live block from this allocator that the caller gives up.
 #[inline]
 pub unsafe fn free(p: *mut u8) {
-    match small_class_of(p) {
-        // SAFETY: a live block of class `c`, by the caller.
-        Some(c) => unsafe { thread_cache::free::<Hooks>(p, c) },
-        // SAFETY: by the caller.
-        None => unsafe { free_not_small(p) },
-    }
+    // SAFETY: by the caller.
+    unsafe { free_or_else(p, |p, why| block::report_not_freed::<false>(p, why)) }
 }
 
-/// [`free`] of anything but a small block.
+/// Free `p` without knowing its size, classifying it once (the whole of C's `free`): a
+/// small block goes to the thread cache, a large one is validated and unmapped or
+/// cached, null is ignored, and anything else is handed to `not_freed` with the reason
+/// (a foreign pointer, or one in hakmem's memory that starts no live block).
 ///
 /// # Safety
-/// As for [`free`].
-#[cold]
-unsafe fn free_not_small(p: *mut u8) {
-    match owner(p) {
-        _ if p.is_null() => {}
-        // SAFETY: `owner` validated the header.
-        Owner::Large { .. } => unsafe { free_large(p) },
-        Owner::Foreign => report_misuse(p, Misuse::ForeignFree, None),
-        _ => report_misuse(p, Misuse::InvalidFree, None),
-    }
+/// `p` is null, a live block from this allocator that the caller gives up, or a pointer
+/// for `not_freed`.
+#[inline(always)]
+pub unsafe fn free_or_else<F: FnOnce(*mut u8, NotFreed)>(p: *mut u8, not_freed: F) {
+    // SAFETY: by the caller.
+    unsafe { block::free_or_else::<false, F>(p, not_freed) }
 }
 
 /// Bytes usable in the block at `p` (0 for null or a pointer that is not a live block).
 pub fn usable_size(p: *const u8) -> usize {
-    match owner(p) {
-        Owner::Small { usable, .. } | Owner::Large { usable } => usable,
-        _ => 0,
-    }
+    block::usable_size::<false>(p)
 }
 
 /// Resize a block without knowing its size (C's `realloc`, alignment 16). `p` null
@@ -266,65 +127,120 @@ pub fn usable_size(p: *const u8) -> usize {
 /// # Safety
 /// `p` is null or a live block from this allocator; on success it is not used afterwards.
 pub unsafe fn realloc_unsized(p: *mut u8, new_size: usize) -> *mut u8 {
-    if p.is_null() {
-        return alloc(new_size, MIN_ALIGN);
-    }
-    match owner(p) {
-        Owner::Small { class, usable } => {
-            if class_for(new_size, MIN_ALIGN) == Some(class) {
-                return p;
-            }
-            let q = alloc(new_size, MIN_ALIGN);
-            if !q.is_null() {
-                // SAFETY: both blocks hold the bytes copied; `p` is the caller's.
-                unsafe {
-                    core::ptr::copy_nonoverlapping(p, q, usable.min(new_size));
-                    thread_cache::free::<Hooks>(p, class);
-                }
-            }
-            q
-        }
-        Owner::Large { usable } => {
-            // SAFETY: `owner` validated the header.
-            let h = unsafe { large::header_of(p) }.expect("validated");
-            if class_for(new_size, MIN_ALIGN).is_none() {
-                // SAFETY: the header is the block's.
-                let q = unsafe { large::realloc(h, new_size) };
-                if !q.is_null() {
-                    return q;
-                }
-                // `mremap` cannot move the mapping: copy below instead.
-            }
-            let q = alloc(new_size, MIN_ALIGN);
-            if !q.is_null() {
-                // SAFETY: both blocks hold the bytes copied.
-                unsafe {
-                    core::ptr::copy_nonoverlapping(p, q, usable.min(new_size));
-                    large::free(h);
-                }
-            }
-            q
-        }
-        Owner::Foreign => report_misuse(p, Misuse::ForeignRealloc, None),
-        Owner::Invalid => report_misuse(p, Misuse::InvalidFree, None),
-    }
+    // SAFETY: by the caller.
+    unsafe { block::realloc_unsized::<false>(p, new_size) }
 }
 
 /// Give cached free memory back to the OS now: the calling thread's cached blocks, empty
 /// superslabs in the pool, cached large mappings. Other threads keep their caches.
 pub fn trim() {
-    thread_cache::trim::<Hooks>();
+    block::trim();
 }
 
-/// A large block, after giving cached memory back to the OS once if the OS refused.
-#[cold]
-fn alloc_large(size: usize, align: usize) -> (*mut u8, bool) {
-    let got = large::alloc(size, align);
-    if !got.0.is_null() {
-        return got;
+/// The entry points with the checks of checked mode on (`Core<true>`, see
+/// [`checks`](crate::checks)) or off (`Core<false>`, the functions above): the same path,
+/// configured by a constant. A block must be freed in the mode it was allocated in.
+///
+/// Checked mode catches, reports (pointer, kind, size class) and aborts on: a free of a
+/// pointer hakmem never handed out or that starts no block (an interior pointer names its
+/// slab's class), a double free, a write past the end of a small block (canary), and a
+/// `dealloc` with another layout than the allocation's. Resizing always moves.
+pub struct Core<const CHECKED: bool>;
+
+/// [`Core`] with the checks on.
+pub type Checked = Core<true>;
+
+impl<const CHECKED: bool> Core<CHECKED> {
+    /// As [`alloc`](crate::alloc).
+    #[inline(always)]
+    pub fn alloc(size: usize, align: usize) -> *mut u8 {
+        block::alloc::<CHECKED>(size, align)
     }
-    thread_cache::trim::<Hooks>();
-    large::alloc(size, align)
+
+    /// As [`alloc_zeroed`](crate::alloc_zeroed).
+    #[inline]
+    pub fn alloc_zeroed(size: usize, align: usize) -> *mut u8 {
+        block::alloc_zeroed::<CHECKED>(size, align)
+    }
+
+    /// As [`dealloc`](crate::dealloc); checked, a layout of another class is reported.
+    ///
+    /// # Safety
+    /// As for [`dealloc`](crate::dealloc), with blocks of this mode.
+    #[inline(always)]
+    pub unsafe fn dealloc(p: *mut u8, size: usize, align: usize) {
+        // SAFETY: by the caller.
+        unsafe { block::dealloc::<CHECKED>(p, size, align) }
+    }
+
+    /// As [`realloc`](crate::realloc); checked, always moves.
+    ///
+    /// # Safety
+    /// As for [`realloc`](crate::realloc), with blocks of this mode.
+    pub unsafe fn realloc(p: *mut u8, old_size: usize, align: usize, new_size: usize) -> *mut u8 {
+        // SAFETY: by the caller.
+        unsafe { block::realloc::<CHECKED>(p, old_size, align, new_size) }
+    }
+
+    /// As [`free`](crate::free).
+    ///
+    /// # Safety
+    /// As for [`free`](crate::free), with blocks of this mode.
+    #[inline]
+    pub unsafe fn free(p: *mut u8) {
+        // SAFETY: by the caller.
+        unsafe { Self::free_or_else(p, |p, why| block::report_not_freed::<CHECKED>(p, why)) }
+    }
+
+    /// As [`free_or_else`](crate::free_or_else).
+    ///
+    /// # Safety
+    /// As for [`free_or_else`](crate::free_or_else), with blocks of this mode.
+    #[inline(always)]
+    pub unsafe fn free_or_else<F: FnOnce(*mut u8, NotFreed)>(p: *mut u8, not_freed: F) {
+        // SAFETY: by the caller.
+        unsafe { block::free_or_else::<CHECKED, F>(p, not_freed) }
+    }
+
+    /// As [`usable_size`](crate::usable_size); checked, the canary's bytes excluded.
+    pub fn usable_size(p: *const u8) -> usize {
+        block::usable_size::<CHECKED>(p)
+    }
+
+    /// As [`realloc_unsized`](crate::realloc_unsized); checked, always moves.
+    ///
+    /// # Safety
+    /// As for [`realloc_unsized`](crate::realloc_unsized), with blocks of this mode.
+    pub unsafe fn realloc_unsized(p: *mut u8, new_size: usize) -> *mut u8 {
+        // SAFETY: by the caller.
+        unsafe { block::realloc_unsized::<CHECKED>(p, new_size) }
+    }
+}
+
+/// Whether `p` lies in a chunk hakmem mapped (one load of a static bitmap; never
+/// faults). Every block hakmem hands out does; a pointer that does not is foreign.
+#[inline(always)]
+pub fn in_heap(p: *const u8) -> bool {
+    chunk_map::contains(p as usize)
+}
+
+/// Bytes hakmem has mapped now (address space, not all of it resident): one load, for
+/// front ends that watch it on every call (the C ABI's counting mode, `malloc_trim`).
+#[inline]
+pub fn mapped_bytes() -> usize {
+    os::COUNTERS.mapped_bytes.load(sync::Ordering::Relaxed)
+}
+
+/// Set the process up now (profile from `HAKMEM_PROFILE`, thread-exit key, `fork`
+/// handlers) rather than at the first slow path; idempotent. The core registers its
+/// thread-exit and `fork` hooks itself here: nothing above it needs to.
+pub fn init() {
+    process::init();
+}
+
+/// The memory profile in force.
+pub fn profile() -> Profile {
+    config::profile()
 }
 
 /// A snapshot of the statistics.

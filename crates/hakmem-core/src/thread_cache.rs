@@ -288,10 +288,10 @@ unsafe fn alloc_slow<H: ThreadHooks>(c: Class) -> *mut u8 {
 
 /// Keeps the thread's `errno` across a slow path, which may make system calls: `free`
 /// must not change `errno`, and the fast path never touches it.
-struct KeepErrno(i32);
+pub(crate) struct KeepErrno(i32);
 
 impl KeepErrno {
-    fn new() -> Self {
+    pub(crate) fn new() -> Self {
         // SAFETY: `__errno_location` returns the calling thread's errno slot.
         KeepErrno(unsafe { *libc::__errno_location() })
     }

@@ -313,8 +313,8 @@ pub fn is_sampled_in_chunk(p: *const u8) -> bool {
     let addr = p as usize;
     if !ANY_SAMPLED.load(Relaxed)
         || addr % 16 != 0
-        || addr % hakmem_core::chunk_map::CHUNK_SIZE < 16
-        || !hakmem_core::chunk_map::contains(addr)
+        || addr % hakmem_core::CHUNK_SIZE < 16
+        || !hakmem_core::in_heap(p)
     {
         return false;
     }

@@ -5,7 +5,8 @@
 //!
 //! Stack 0 stands for "the table is full": its samples still count, under an empty stack.
 
-use hakmem_core::sync::{AtomicU32, Ordering::Relaxed, SpinLock};
+use core::sync::atomic::{AtomicU32, Ordering::Relaxed};
+use hakmem_core::SpinLock;
 use std::io;
 
 /// Most distinct stacks (ids fit the header's 16 bits).

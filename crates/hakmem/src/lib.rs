@@ -77,21 +77,40 @@
 
 use core::alloc::{GlobalAlloc, Layout};
 
-/// The core entry points `HakMem` forwards to: checked ones with the `checked` feature.
-#[cfg(not(feature = "checked"))]
-mod entry {
-    pub use hakmem_core::{alloc, alloc_zeroed, dealloc, realloc};
-}
-#[cfg(feature = "checked")]
-mod entry {
-    pub use hakmem_core::checked::{alloc, alloc_zeroed, dealloc, realloc};
-}
+/// The core entry points `HakMem` forwards to: with the `checked` feature, the same path
+/// with the checks of checked mode on.
+type Entry = hakmem_core::Core<{ cfg!(feature = "checked") }>;
 
-/// The entry points `HakMem` calls: [`entry`]'s, with allocations counted for sampling and
+/// The entry points `HakMem` calls: [`Entry`]'s, with allocations counted for sampling and
 /// sampled blocks sorted out on free when the `heap-profile` feature is on.
 #[cfg(not(all(feature = "heap-profile", not(feature = "checked"))))]
 mod front {
-    pub use super::entry::{alloc, alloc_zeroed, dealloc, realloc};
+    use super::Entry;
+
+    #[inline(always)]
+    pub fn alloc(size: usize, align: usize) -> *mut u8 {
+        Entry::alloc(size, align)
+    }
+
+    #[inline]
+    pub fn alloc_zeroed(size: usize, align: usize) -> *mut u8 {
+        Entry::alloc_zeroed(size, align)
+    }
+
+    /// # Safety
+    /// As for [`hakmem_core::dealloc`].
+    #[inline(always)]
+    pub unsafe fn dealloc(p: *mut u8, size: usize, align: usize) {
+        // SAFETY: by the caller.
+        unsafe { Entry::dealloc(p, size, align) }
+    }
+
+    /// # Safety
+    /// As for [`hakmem_core::realloc`].
+    pub unsafe fn realloc(p: *mut u8, size: usize, align: usize, new_size: usize) -> *mut u8 {
+        // SAFETY: by the caller.
+        unsafe { Entry::realloc(p, size, align, new_size) }
+    }
 }
 
 /// With the heap profiler: [`hakmem_heap_profile::should_sample`] on allocation (a
@@ -100,23 +119,23 @@ mod front {
 /// layout.
 #[cfg(all(feature = "heap-profile", not(feature = "checked")))]
 mod front {
-    use super::entry;
+    use super::Entry;
     use hakmem_heap_profile as hp;
 
     #[inline(always)]
     pub fn alloc(size: usize, align: usize) -> *mut u8 {
         if hp::should_sample(size) {
-            return hp::alloc_slow(size, align, false, entry::alloc);
+            return hp::alloc_slow(size, align, false, Entry::alloc);
         }
-        entry::alloc(size, align)
+        Entry::alloc(size, align)
     }
 
     #[inline]
     pub fn alloc_zeroed(size: usize, align: usize) -> *mut u8 {
         if hp::should_sample(size) {
-            return hp::alloc_slow(size, align, true, entry::alloc_zeroed);
+            return hp::alloc_slow(size, align, true, Entry::alloc_zeroed);
         }
-        entry::alloc_zeroed(size, align)
+        Entry::alloc_zeroed(size, align)
     }
 
     /// # Safety
@@ -128,7 +147,7 @@ mod front {
             return unsafe { dealloc_profiled(p, size, align) };
         }
         // SAFETY: by the caller.
-        unsafe { entry::dealloc(p, size, align) }
+        unsafe { Entry::dealloc(p, size, align) }
     }
 
     /// [`dealloc`] once a block was sampled, out of line so that the inlined free path
@@ -145,7 +164,7 @@ mod front {
             return unsafe { hp::free_sampled(p) };
         }
         // SAFETY: by the caller.
-        unsafe { entry::dealloc(p, size, align) }
+        unsafe { Entry::dealloc(p, size, align) }
     }
 
     /// # Safety
@@ -159,7 +178,7 @@ mod front {
             return unsafe { realloc_moving(p, size, align, new_size, count) };
         }
         // SAFETY: by the caller.
-        unsafe { entry::realloc(p, size, align, new_size) }
+        unsafe { Entry::realloc(p, size, align, new_size) }
     }
 
     /// Resize by moving: the new block may be sampled (when `count`), the old one may be.
@@ -175,9 +194,9 @@ mod front {
         count: bool,
     ) -> *mut u8 {
         let q = if count {
-            hp::alloc_slow(new_size, align, false, entry::alloc)
+            hp::alloc_slow(new_size, align, false, Entry::alloc)
         } else {
-            entry::alloc(new_size, align)
+            Entry::alloc(new_size, align)
         };
         if !q.is_null() {
             // SAFETY: both blocks hold the bytes copied and are distinct; `p` is the

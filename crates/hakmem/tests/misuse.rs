@@ -5,16 +5,16 @@ mod common;
 
 /// The misbehaving programs, run in the child.
 fn run_case(case: &str) {
-    use hakmem_core::checked;
+    use hakmem_core::Checked;
     // SAFETY: none; each case misuses the allocator on purpose, to be caught.
     unsafe {
         match case {
             "double-free-checked" => {
-                let p = checked::alloc(100, 16);
-                let q = checked::alloc(100, 16); // so `p` is not the cache head
-                checked::free(p);
-                checked::free(q);
-                checked::free(p);
+                let p = Checked::alloc(100, 16);
+                let q = Checked::alloc(100, 16); // so `p` is not the cache head
+                Checked::free(p);
+                Checked::free(q);
+                Checked::free(p);
             }
             "double-free-fast" => {
                 let p = hakmem_core::alloc(48, 16);
@@ -23,25 +23,25 @@ fn run_case(case: &str) {
             }
             "foreign" => {
                 let mut on_stack = [0u8; 64];
-                checked::free(on_stack.as_mut_ptr());
+                Checked::free(on_stack.as_mut_ptr());
             }
             "interior" => {
-                let p = checked::alloc(256, 16);
-                checked::free(p.add(16));
+                let p = Checked::alloc(256, 16);
+                Checked::free(p.add(16));
             }
             "overflow" => {
-                let p = checked::alloc(24, 16);
-                let usable = checked::usable_size(p);
+                let p = Checked::alloc(24, 16);
+                let usable = Checked::usable_size(p);
                 p.add(usable).write(0xAB);
-                checked::free(p);
+                Checked::free(p);
             }
             "wrong-layout" => {
-                let p = checked::alloc(40, 16);
-                checked::dealloc(p, 4000, 16);
+                let p = Checked::alloc(40, 16);
+                Checked::dealloc(p, 4000, 16);
             }
             "large-interior" => {
-                let p = checked::alloc(1 << 20, 16);
-                checked::free(p.add(4096));
+                let p = Checked::alloc(1 << 20, 16);
+                Checked::free(p.add(4096));
             }
             "global-alloc-double-free" => {
                 use std::alloc::{GlobalAlloc, Layout};

@@ -1,0 +1,390 @@
+//! The one path of every block: allocate, free, resize, measure, classify. Each function
+//! takes `CHECKED`, a constant: with `false` it is the plain allocator, with `true` the
+//! same path also takes the steps of [`crate::checks`] (canary, freed marker, layout),
+//! so a fix to the path holds in both modes.
+//!
+//! Free without a size ([`free_or_else`], C's `free`) classifies a pointer once: the
+//! chunk map bit and the class-map byte of its slab (see [`crate::chunk_map`]); a byte
+//! that is a class and an offset that starts a block make it a small block, the
+//! `MAP_LARGE` byte sends it to the large header's validation, and anything else is
+//! handed to the caller's `not_freed`: the core reports it, the C ABI gives foreign
+//! pointers to their own allocator first.
+
+use crate::checks;
+use crate::chunk_map::{self, MAP_LARGE};
+use crate::large;
+use crate::misuse::{report_misuse, Misuse};
+use crate::pool;
+use crate::process::Hooks;
+use crate::size_class::{self, block_size, class_for, Class, MIN_ALIGN};
+use crate::thread_cache::{self, KeepErrno};
+
+/// What a pointer is, to hakmem.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Owner {
+    /// A block of a size class (`usable` bytes).
+    Small { class: Class, usable: usize },
+    /// A large mapping (`usable` bytes).
+    Large { usable: usize },
+    /// Not a pointer hakmem handed out: outside every chunk hakmem mapped.
+    Foreign,
+    /// Inside hakmem's memory but not the start of a live block.
+    Invalid,
+}
+
+/// Why [`free_or_else`] did not free a pointer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NotFreed {
+    /// Outside every chunk hakmem mapped: someone else's pointer.
+    Foreign,
+    /// Inside hakmem's memory, but not the start of a live block.
+    Invalid,
+}
+
+/// Allocate `size` bytes aligned to `align`; null on failure.
+#[inline(always)]
+pub fn alloc<const CHECKED: bool>(size: usize, align: usize) -> *mut u8 {
+    match checks::request_class::<CHECKED>(size, align) {
+        // SAFETY: `request_class` returns classes in range.
+        Some(c) => unsafe { alloc_small::<CHECKED>(c) },
+        None => alloc_large(size, align).0,
+    }
+}
+
+/// A block of class `c`, armed when checked.
+///
+/// # Safety
+/// `c` is a class in range.
+#[inline(always)]
+unsafe fn alloc_small<const CHECKED: bool>(c: Class) -> *mut u8 {
+    // SAFETY: by the caller.
+    let p = unsafe { thread_cache::alloc::<Hooks>(c) };
+    if CHECKED && !p.is_null() {
+        // SAFETY: a fresh block of class `c`.
+        unsafe { checks::arm(p, c) };
+    }
+    p
+}
+
+/// The fast path alone (plain mode): a block of at least `size` bytes, 16-byte aligned,
+/// from the thread's cache; null when the cache has none or the request is not small.
+#[inline(always)]
+pub fn alloc_cached(size: usize) -> *mut u8 {
+    match size_class::class_of_size(size) {
+        // SAFETY: `class_of_size` returns classes in range.
+        Some(c) => unsafe { thread_cache::pop(c) },
+        None => core::ptr::null_mut(),
+    }
+}
+
+/// As [`alloc`], with the first `size` bytes zeroed (fresh large mappings are not
+/// cleared again).
+#[inline]
+pub fn alloc_zeroed<const CHECKED: bool>(size: usize, align: usize) -> *mut u8 {
+    let (p, zeroed) = match checks::request_class::<CHECKED>(size, align) {
+        // SAFETY: `request_class` returns classes in range.
+        Some(c) => (unsafe { alloc_small::<CHECKED>(c) }, false),
+        None => alloc_large(size, align),
+    };
+    if !p.is_null() && !zeroed {
+        // SAFETY: the block holds at least `size` bytes (the canary lies after them).
+        unsafe { core::ptr::write_bytes(p, 0, size) };
+    }
+    p
+}
+
+/// A large block, after giving cached memory back to the OS once if the OS refused.
+/// Returns the block and whether its bytes are known to be zero.
+#[cold]
+fn alloc_large(size: usize, align: usize) -> (*mut u8, bool) {
+    let got = large::alloc(size, align);
+    if !got.0.is_null() {
+        return got;
+    }
+    thread_cache::trim::<Hooks>();
+    large::alloc(size, align)
+}
+
+/// Free a block whose request `(size, align)` the caller still knows: the class comes
+/// from the request, with no lookup (checked: the block is classified and inspected, and
+/// a layout of another class is reported).
+///
+/// # Safety
+/// `p` came from this module's allocation with `CHECKED`, this `size` and `align`, and
+/// is not used afterwards.
+#[inline(always)]
+pub unsafe fn dealloc<const CHECKED: bool>(p: *mut u8, size: usize, align: usize) {
+    let class = checks::request_class::<CHECKED>(size, align);
+    if CHECKED {
+        let found = inspect(p);
+        if found != class {
+            report_misuse(p, Misuse::WrongLayout, found);
+        }
+    }
+    match class {
+        // SAFETY: by the caller, `p` is a block of class `c`.
+        Some(c) => unsafe { free_small::<CHECKED>(p, c) },
+        // SAFETY: by the caller, `p` is a large block.
+        None => unsafe { free_large(p) },
+    }
+}
+
+/// Give a small block of class `c` back (marked freed when checked).
+///
+/// # Safety
+/// `p` is a live block of class `c` that the caller gives up.
+#[inline(always)]
+unsafe fn free_small<const CHECKED: bool>(p: *mut u8, c: Class) {
+    // SAFETY: by the caller.
+    unsafe {
+        if CHECKED {
+            checks::mark_freed(p);
+        }
+        thread_cache::free::<Hooks>(p, c);
+    }
+}
+
+/// Free a large block; a pointer that is not one is reported.
+///
+/// # Safety
+/// `p` is a live large block that the caller gives up (or a misuse to report).
+#[cold]
+unsafe fn free_large(p: *mut u8) {
+    let _errno = KeepErrno::new();
+    // SAFETY: by the caller, a live large block.
+    match unsafe { large::header_of(p) } {
+        // SAFETY: the header is the block's.
+        Some(h) => unsafe { large::free(h) },
+        None => report_misuse(p, Misuse::InvalidFree, None),
+    }
+    pool::expire();
+}
+
+/// Free `p` without knowing its size (C's `free`), classifying it once; null is ignored.
+/// A pointer that is not a live block is not freed but handed to `not_freed` with the
+/// reason. `errno` is kept.
+///
+/// # Safety
+/// `p` is null, a live block of this allocator (allocated with `CHECKED`) that the
+/// caller gives up, or a pointer that `not_freed` deals with.
+#[inline(always)]
+pub unsafe fn free_or_else<const CHECKED: bool, F: FnOnce(*mut u8, NotFreed)>(
+    p: *mut u8,
+    not_freed: F,
+) {
+    let addr = p as usize;
+    let entry = chunk_map::entry_of(addr);
+    if let Some(e) = entry {
+        if size_class::is_block_start(addr, e) {
+            let c = e as Class;
+            if CHECKED {
+                // SAFETY: `p` starts a block of class `c` in a live slab.
+                unsafe { checks::check_live(p, c) };
+            }
+            // SAFETY: a live block of class `c`, by the caller.
+            return unsafe { free_small::<CHECKED>(p, c) };
+        }
+    }
+    // SAFETY: by the caller.
+    unsafe { free_not_small(p, entry, not_freed) }
+}
+
+/// [`free_or_else`] of anything but a small block: `entry` is the class-map byte of
+/// `p`'s chunk, if the chunk is hakmem's.
+///
+/// # Safety
+/// As for [`free_or_else`].
+#[cold]
+#[inline(never)]
+unsafe fn free_not_small<F: FnOnce(*mut u8, NotFreed)>(
+    p: *mut u8,
+    entry: Option<u8>,
+    not_freed: F,
+) {
+    match entry {
+        None if p.is_null() => {}
+        None => not_freed(p, NotFreed::Foreign),
+        // SAFETY: the chunk holds a large header; `header_of` validates it.
+        Some(MAP_LARGE) if unsafe { large::header_of(p) }.is_some() => {
+            // SAFETY: a live large block, by the caller.
+            unsafe { free_large(p) }
+        }
+        Some(_) => not_freed(p, NotFreed::Invalid),
+    }
+}
+
+/// What the core does with a pointer [`free_or_else`] did not free: report it and abort
+/// (with checks, an interior pointer names its slab's class).
+pub fn report_not_freed<const CHECKED: bool>(p: *mut u8, why: NotFreed) -> ! {
+    match why {
+        NotFreed::Foreign => report_misuse(p, Misuse::ForeignFree, None),
+        NotFreed::Invalid => match checks::slab_class(p) {
+            Some(c) if CHECKED => report_misuse(p, Misuse::InteriorFree, Some(c)),
+            _ => report_misuse(p, Misuse::InvalidFree, None),
+        },
+    }
+}
+
+/// Classify `p`; never faults for any `p`.
+pub fn owner(p: *const u8) -> Owner {
+    let addr = p as usize;
+    let Some(entry) = chunk_map::entry_of(addr) else {
+        return Owner::Foreign;
+    };
+    if size_class::is_block_start(addr, entry) {
+        let class = entry as Class;
+        return Owner::Small {
+            class,
+            usable: block_size(class),
+        };
+    }
+    if entry != MAP_LARGE {
+        // Free or header slabs, an interior pointer of a small block, a stray marker.
+        return Owner::Invalid;
+    }
+    // SAFETY: a large header is mapped at the chunk base; `header_of` validates it.
+    match unsafe { large::header_of(p as *mut u8) } {
+        Some(h) => Owner::Large { usable: h.usable() },
+        None => Owner::Invalid,
+    }
+}
+
+/// Classify a block about to be freed or resized with checks: its class (inspected:
+/// canary, freed marker), `None` for a valid large block; anything else is reported.
+fn inspect(p: *mut u8) -> Option<Class> {
+    match owner(p) {
+        Owner::Small { class, .. } => {
+            // SAFETY: `owner` found that `p` starts a block of `class` in a live slab.
+            unsafe { checks::check_live(p, class) };
+            Some(class)
+        }
+        Owner::Large { .. } => None,
+        Owner::Foreign => report_misuse(p, Misuse::ForeignFree, None),
+        Owner::Invalid => report_not_freed::<true>(p, NotFreed::Invalid),
+    }
+}
+
+/// Bytes usable in the block at `p` (0 for null or a pointer that is not a live block).
+pub fn usable_size<const CHECKED: bool>(p: *const u8) -> usize {
+    match owner(p) {
+        Owner::Small { usable, .. } => checks::usable::<CHECKED>(usable),
+        Owner::Large { usable } => usable,
+        _ => 0,
+    }
+}
+
+/// Resize a block whose request `(old_size, align)` the caller knows. Plain: the block
+/// stays in place when the new size falls in the same class, and large blocks grow with
+/// `mremap`. Checked: always moves (a stale pointer then points at a freed block).
+/// Null on failure, the old block untouched.
+///
+/// # Safety
+/// As for [`dealloc`]; on success the old pointer is not used afterwards.
+pub unsafe fn realloc<const CHECKED: bool>(
+    p: *mut u8,
+    old_size: usize,
+    align: usize,
+    new_size: usize,
+) -> *mut u8 {
+    if !CHECKED {
+        let old = class_for(old_size, align);
+        match (old, class_for(new_size, align)) {
+            (Some(a), Some(b)) if a == b => return p,
+            // SAFETY: by the caller, a live large block.
+            (None, None) => match unsafe { large::header_of(p) } {
+                // Only resize in place when the alignment is the block's own; `mremap`
+                // may refuse (a reused extent may span several kernel mappings): then move.
+                // SAFETY: the header is the block's.
+                Some(h) if h.offset() == align.max(128) => match unsafe {
+                    large::realloc(h, new_size)
+                } {
+                    q if q.is_null() => {}
+                    q => return q,
+                },
+                _ => {}
+            },
+            _ => {}
+        }
+    }
+    // SAFETY: by the caller.
+    unsafe { move_block::<CHECKED>(p, old_size, align, new_size) }
+}
+
+/// Allocate anew, copy, free the old block.
+///
+/// # Safety
+/// As for [`realloc`].
+unsafe fn move_block<const CHECKED: bool>(
+    p: *mut u8,
+    old_size: usize,
+    align: usize,
+    new_size: usize,
+) -> *mut u8 {
+    let q = alloc::<CHECKED>(new_size, align);
+    if !q.is_null() {
+        // SAFETY: both blocks hold at least the bytes copied and do not overlap.
+        unsafe {
+            core::ptr::copy_nonoverlapping(p, q, old_size.min(new_size));
+            dealloc::<CHECKED>(p, old_size, align);
+        }
+    }
+    q
+}
+
+/// Resize a block without knowing its size (C's `realloc`, alignment 16). `p` null
+/// allocates. Plain: in place within a class, `mremap` for large blocks; checked: always
+/// moves, after inspecting the block. Null on failure, the old block untouched.
+///
+/// # Safety
+/// `p` is null or a live block from this allocator; on success it is not used afterwards.
+pub unsafe fn realloc_unsized<const CHECKED: bool>(p: *mut u8, new_size: usize) -> *mut u8 {
+    if p.is_null() {
+        return alloc::<CHECKED>(new_size, MIN_ALIGN);
+    }
+    // The old block's usable bytes, and its class (small) or header (large).
+    let (old, block) = match owner(p) {
+        Owner::Small { class, usable } => {
+            if CHECKED {
+                // SAFETY: `owner` found that `p` starts a block of `class`.
+                unsafe { checks::check_live(p, class) };
+            } else if class_for(new_size, MIN_ALIGN) == Some(class) {
+                return p;
+            }
+            (checks::usable::<CHECKED>(usable), Ok(class))
+        }
+        Owner::Large { usable } => {
+            // SAFETY: `owner` validated the header.
+            let h = unsafe { large::header_of(p) }.expect("validated");
+            if !CHECKED && class_for(new_size, MIN_ALIGN).is_none() {
+                // SAFETY: the header is the block's.
+                let q = unsafe { large::realloc(h, new_size) };
+                if !q.is_null() {
+                    return q;
+                }
+                // `mremap` cannot move the mapping: copy below instead.
+            }
+            (usable, Err(h))
+        }
+        Owner::Foreign => report_misuse(p, Misuse::ForeignRealloc, None),
+        Owner::Invalid => report_not_freed::<CHECKED>(p, NotFreed::Invalid),
+    };
+    let q = alloc::<CHECKED>(new_size, MIN_ALIGN);
+    if !q.is_null() {
+        // SAFETY: both blocks hold the bytes copied; `p` is the caller's, a block of
+        // `class` or the large block of `h`, as classified above.
+        unsafe {
+            core::ptr::copy_nonoverlapping(p, q, old.min(new_size));
+            match block {
+                Ok(class) => free_small::<CHECKED>(p, class),
+                Err(h) => large::free(h),
+            }
+        }
+    }
+    q
+}
+
+/// Give cached free memory back to the OS now: the calling thread's cached blocks, empty
+/// superslabs in the pool, cached large mappings. Other threads keep their caches.
+pub fn trim() {
+    thread_cache::trim::<Hooks>();
+}
