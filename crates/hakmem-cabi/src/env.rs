@@ -1,5 +1,5 @@
-//! Settings from the environment, read once by a constructor (`.init_array`) with `getenv`,
-//! which does not allocate.
+//! Settings from the environment, read with `getenv`, which does not allocate (once, by
+//! the constructor in [`crate::startup`], and by the first call that needs one).
 //!
 //! - `HAKMEM_VERBOSE=1`: a line at start-up, one-time warnings (pointers hakmem never
 //!   handed out, see [`crate::foreign`]).
@@ -11,15 +11,18 @@
 //!   the heap profiler ([`crate::heap_profile`]).
 //!
 //! `0` or an empty value turns a flag off; anything else gets a one-line warning on stderr
-//! and is ignored. The constructor runs after libc's and before the program's, so every
-//! allocation the program makes sees the settings.
+//! and is ignored.
 
 use crate::fmt::Message;
-use crate::{mode, stats};
 use core::ffi::CStr;
 use core::sync::atomic::{AtomicBool, Ordering::Relaxed};
 
 static VERBOSE: AtomicBool = AtomicBool::new(false);
+
+/// Note whether `HAKMEM_VERBOSE=1` (the constructor).
+pub fn set_verbose(on: bool) {
+    VERBOSE.store(on, Relaxed);
+}
 
 /// Whether `HAKMEM_VERBOSE=1`.
 #[inline]
@@ -71,40 +74,6 @@ pub fn warn_unknown(name: &CStr, value: &[u8], expected: &[u8]) {
         .put(b"); ignored\n");
     m.emit();
 }
-
-extern "C" fn init() {
-    // Fix the mode now if no allocation did yet (and warn about a bad value).
-    mode::decide();
-    let verbose = flag(c"HAKMEM_VERBOSE");
-    VERBOSE.store(verbose, Relaxed);
-    if flag(c"HAKMEM_STATS") {
-        stats::enable();
-    }
-    // Let hakmem-core read HAKMEM_PROFILE now (and warn about a bad value) if no
-    // allocation did so yet, so that the profile is known before the program starts.
-    hakmem_core::init();
-    crate::heap_profile::init_from_env();
-    if verbose {
-        announce();
-    }
-}
-
-fn announce() {
-    use core::fmt::Write;
-    let mut m = Message::<256>::new();
-    let _ = writeln!(
-        m,
-        "hakmem: loaded (profile {}, statistics {}, checks {})",
-        hakmem_core::profile().name(),
-        if stats::enabled() { "on" } else { "off" },
-        if mode::checked() { "on" } else { "off" }
-    );
-    m.emit();
-}
-
-#[used]
-#[link_section = ".init_array"]
-static INIT: extern "C" fn() = init;
 
 #[cfg(test)]
 mod tests {

@@ -22,7 +22,7 @@
 //! Pointers *inside* hakmem's memory that are not the start of a live block are a
 //! different matter (a double or interior free): hakmem-core reports them and aborts.
 
-use crate::{env, errno, malloc};
+use crate::{env, errno};
 use core::ffi::c_void;
 use core::sync::atomic::{AtomicBool, Ordering::Relaxed};
 
@@ -35,14 +35,16 @@ pub fn free(p: *mut u8) {
     warn_once(&WARNED_FREE, b"free", p);
 }
 
-/// `realloc(p, new_size)` (`new_size > 0`) of a pointer hakmem never handed out.
+/// `realloc(p, new_size)` (`new_size > 0`) of a pointer hakmem never handed out, into
+/// `q`, the new hakmem block of `new_size` bytes the caller allocated (null: nothing is
+/// copied). Returns `q`.
 ///
 /// # Safety
-/// `p` points to memory the caller may read (as much of it as is mapped readable).
+/// `p` points to memory the caller may read (as much of it as is mapped readable); `q`
+/// is null or holds `new_size` bytes.
 #[cold]
-pub unsafe fn realloc(p: *mut u8, new_size: usize) -> *mut c_void {
+pub unsafe fn realloc_into(p: *mut u8, new_size: usize, q: *mut c_void) -> *mut c_void {
     warn_once(&WARNED_REALLOC, b"realloc", p);
-    let q = malloc::alloc(new_size, malloc::MIN_ALIGN);
     if !q.is_null() {
         let _errno = errno::Preserve::new();
         // SAFETY: `q` holds `new_size` bytes; `copy_readable` reads only readable pages.

@@ -9,8 +9,9 @@
 //! - [`glibc`]: `mallinfo`, `mallinfo2`, `mallopt`, `malloc_stats`.
 //! - [`prefixed`]: `hakmem_malloc` & co., declared in `include/hakmem.h`.
 //! - [`foreign`]: what to do with pointers hakmem never handed out.
-//! - [`env`] and [`stats`]: `HAKMEM_VERBOSE`, `HAKMEM_STATS` (`HAKMEM_PROFILE` is read by
-//!   hakmem-core), read by a constructor without allocating; the exit summary.
+//! - [`startup`]: the constructor that reads the environment ([`env`]) at load without
+//!   allocating: `HAKMEM_VERBOSE`, `HAKMEM_STATS` ([`stats`], with the exit summary);
+//!   `HAKMEM_PROFILE` is read by hakmem-core.
 //! - [`mode`]: `HAKMEM_CHECK=1` (checked mode) and counting, one byte the fast paths test.
 //! - [`heap_profile`]: `HAKMEM_HEAP_PROFILE` & co., the heap profiler's C interface.
 //! - [`errno`], [`fmt`]: helpers that never allocate.
@@ -33,6 +34,7 @@ pub mod heap_profile;
 pub mod malloc;
 pub mod mode;
 pub mod prefixed;
+pub mod startup;
 pub mod stats;
 
 use core::alloc::{GlobalAlloc, Layout};

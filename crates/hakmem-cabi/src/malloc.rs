@@ -263,8 +263,12 @@ pub unsafe fn realloc_block(p: *mut c_void, new_size: usize) -> *mut c_void {
     }
     match hakmem_core::owner(p) {
         Owner::Foreign if checked => hakmem_core::report_misuse(p, Misuse::ForeignRealloc, None),
-        // SAFETY: `p` is the caller's and readable, by the caller.
-        Owner::Foreign => unsafe { foreign::realloc(p, new_size) },
+        Owner::Foreign => {
+            let q = alloc(new_size, MIN_ALIGN);
+            // SAFETY: `p` is the caller's and readable, by the caller; `q` is null or
+            // holds `new_size` bytes.
+            unsafe { foreign::realloc_into(p, new_size, q) }
+        }
         Owner::Invalid if !checked => hakmem_core::report_misuse(p, Misuse::InvalidFree, None),
         // A block, or in checked mode anything for `checked` to report.
         _ => {
@@ -301,8 +305,12 @@ unsafe fn realloc_moving(p: *mut u8, new_size: usize, sampled: bool) -> *mut c_v
     } else {
         match hakmem_core::owner(p) {
             Owner::Small { usable, .. } | Owner::Large { usable } => usable,
-            // SAFETY: `p` is the caller's and readable, by the caller.
-            Owner::Foreign => return unsafe { foreign::realloc(p, new_size) },
+            Owner::Foreign => {
+                let q = alloc(new_size, MIN_ALIGN);
+                // SAFETY: `p` is the caller's and readable, by the caller; `q` is null or
+                // holds `new_size` bytes.
+                return unsafe { foreign::realloc_into(p, new_size, q) };
+            }
             Owner::Invalid => hakmem_core::report_misuse(p, Misuse::InvalidFree, None),
         }
     };

@@ -93,7 +93,25 @@ pub extern "C" fn hakmem_trim() {
 /// A snapshot of the statistics.
 #[no_mangle]
 pub extern "C" fn hakmem_stats() -> HakmemStats {
-    stats::snapshot()
+    let s = hakmem_core::stats();
+    let c = stats::counts(&s);
+    HakmemStats {
+        in_use: c.in_use,
+        peak_in_use: c.peak_in_use,
+        calls: c.calls,
+        allocated: s.allocated,
+        mapped: s.mapped,
+        peak_mapped: c.peak_mapped,
+        resident: s.resident,
+        cached_superslabs: s.cached_superslabs,
+        abandoned_superslabs: s.abandoned_superslabs,
+        cached_large: s.cached_large,
+        mmap_calls: s.mmap_calls,
+        munmap_calls: s.munmap_calls,
+        madvise_calls: s.madvise_calls,
+        madvise_failures: s.madvise_failures,
+        mremap_calls: s.mremap_calls,
+    }
 }
 
 /// Print the statistics summary (the one `HAKMEM_STATS=1` prints at exit) on stderr.

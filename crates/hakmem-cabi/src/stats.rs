@@ -15,7 +15,6 @@
 //! A program that leaves with `_exit` (dash, for one) runs no exit hooks: no summary.
 
 use crate::fmt::Message;
-use crate::prefixed::HakmemStats;
 use core::fmt::Write;
 use core::sync::atomic::{AtomicI32, AtomicIsize, AtomicU64, AtomicUsize, Ordering::Relaxed};
 
@@ -105,25 +104,25 @@ fn record_free(p: *mut u8) {
     LIVE.fetch_sub(hakmem_core::usable_size(p) as isize, Relaxed);
 }
 
-/// hakmem-core's statistics plus the counts kept here (zero unless enabled).
-pub fn snapshot() -> HakmemStats {
-    let s = hakmem_core::stats();
-    HakmemStats {
+/// The counts kept here (zero unless enabled).
+#[derive(Clone, Copy, Debug)]
+pub struct Counts {
+    /// Usable bytes of the blocks the program holds (clamped at zero).
+    pub in_use: usize,
+    pub peak_in_use: usize,
+    /// Allocation and free calls.
+    pub calls: usize,
+    /// The most hakmem had mapped after an allocation (at least `core.mapped`).
+    pub peak_mapped: usize,
+}
+
+/// The counts now, beside hakmem-core's statistics `core`.
+pub fn counts(core: &hakmem_core::Stats) -> Counts {
+    Counts {
         in_use: LIVE.load(Relaxed).max(0) as usize,
         peak_in_use: PEAK_LIVE.load(Relaxed),
         calls: CALLS.load(Relaxed),
-        allocated: s.allocated,
-        mapped: s.mapped,
-        peak_mapped: PEAK_MAPPED.load(Relaxed).max(s.mapped),
-        resident: s.resident,
-        cached_superslabs: s.cached_superslabs,
-        abandoned_superslabs: s.abandoned_superslabs,
-        cached_large: s.cached_large,
-        mmap_calls: s.mmap_calls,
-        munmap_calls: s.munmap_calls,
-        madvise_calls: s.madvise_calls,
-        madvise_failures: s.madvise_failures,
-        mremap_calls: s.mremap_calls,
+        peak_mapped: PEAK_MAPPED.load(Relaxed).max(core.mapped),
     }
 }
 
@@ -133,20 +132,20 @@ pub fn print_summary() {
 }
 
 fn print_summary_to(fd: i32) {
-    let s = snapshot();
+    let s = hakmem_core::stats();
     let mut m = Message::<1024>::new();
     // Writing into a `Message` cannot fail (it truncates).
-    let _ = write_summary(&mut m, &s);
+    let _ = write_summary(&mut m, &counts(&s), &s);
     m.emit_to(fd);
 }
 
-fn write_summary(m: &mut impl Write, s: &HakmemStats) -> core::fmt::Result {
+fn write_summary(m: &mut impl Write, c: &Counts, s: &hakmem_core::Stats) -> core::fmt::Result {
     let profile = hakmem_core::profile().name();
     writeln!(m, "hakmem: statistics (profile {profile})")?;
     writeln!(
         m,
         "hakmem:   in use     {} bytes now, {} bytes at peak (usable sizes of live blocks)",
-        s.in_use, s.peak_in_use
+        c.in_use, c.peak_in_use
     )?;
     writeln!(
         m,
@@ -156,7 +155,7 @@ fn write_summary(m: &mut impl Write, s: &HakmemStats) -> core::fmt::Result {
     writeln!(
         m,
         "hakmem:   mapped     {} bytes now, {} bytes at peak; process resident {} bytes",
-        s.mapped, s.peak_mapped, s.resident
+        s.mapped, c.peak_mapped, s.resident
     )?;
     writeln!(
         m,
@@ -164,11 +163,11 @@ fn write_summary(m: &mut impl Write, s: &HakmemStats) -> core::fmt::Result {
         s.mmap_calls, s.munmap_calls, s.madvise_calls, s.madvise_failures, s.mremap_calls
     )?;
     let os = s.mmap_calls + s.munmap_calls + s.madvise_calls + s.mremap_calls;
-    let (whole, millionths) = per_call(os, s.calls);
+    let (whole, millionths) = per_call(os, c.calls);
     writeln!(
         m,
         "hakmem:   calls      {} allocations and frees, {whole}.{millionths:06} os calls per call",
-        s.calls
+        c.calls
     )
 }
 
@@ -206,7 +205,8 @@ mod tests {
     #[test]
     fn summary_names_every_counter() {
         let mut m = Message::<1024>::new();
-        write_summary(&mut m, &snapshot()).unwrap();
+        let s = hakmem_core::stats();
+        write_summary(&mut m, &counts(&s), &s).unwrap();
         let text = core::str::from_utf8(m.as_bytes()).unwrap();
         for word in [
             "in use", "peak", "mapped", "mmap", "munmap", "madvise", "per call",
