@@ -40,4 +40,3 @@ fn announce() {
 #[used]
 #[link_section = ".init_array"]
 static INIT: extern "C" fn() = init;
-

@@ -295,12 +295,12 @@ pub unsafe fn realloc<const CHECKED: bool>(
                 // Only resize in place when the alignment is the block's own; `mremap`
                 // may refuse (a reused extent may span several kernel mappings): then move.
                 // SAFETY: the header is the block's.
-                Some(h) if h.offset() == align.max(128) => match unsafe {
-                    large::realloc(h, new_size)
-                } {
-                    q if q.is_null() => {}
-                    q => return q,
-                },
+                Some(h) if h.offset() == align.max(128) => {
+                    match unsafe { large::realloc(h, new_size) } {
+                        q if q.is_null() => {}
+                        q => return q,
+                    }
+                }
                 _ => {}
             },
             _ => {}

@@ -10,11 +10,11 @@
 //! Heaps are never unmapped: a heap whose thread exited goes back to a free list for the
 //! next thread, and the list of all heaps lets statistics add up their counters.
 
+use crate::chunk_map::{MAP_FREE, SLABS};
 use crate::os;
 use crate::pool;
 use crate::remote::Block;
 use crate::size_class::{block_size, Class, NUM_CLASSES};
-use crate::chunk_map::{MAP_FREE, SLABS};
 use crate::superslab::{OwnerId, SlabMeta, SuperSlab};
 use crate::sync::{AtomicIsize, Ordering, SpinLock};
 use core::cell::Cell;

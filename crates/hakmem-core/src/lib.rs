@@ -1,53 +1,80 @@
-//! hakmem-core: the allocator, without `std`.
+//! hakmem-core: the allocator, without `std`. Its modules are private; this page is the
+//! whole surface, and `hakmem` (the Rust `GlobalAlloc`), `hakmem-cabi` (the C ABI) and
+//! `hakmem-heap-profile` use nothing else.
 //!
-//! Layers, each using only the ones above it:
+//! | what | entry points |
+//! |---|---|
+//! | allocate | [`alloc`], [`alloc_zeroed`], [`alloc_cached`] (the fast path alone, for a front end with its own slow path) |
+//! | free with the request known (Rust) | [`dealloc`] |
+//! | free without a size (C) | [`free`] (misuse reported), [`free_or_else`] (classifies once; what is no live block goes to the caller's callback) |
+//! | resize | [`realloc`] (request known), [`realloc_unsized`] (C) |
+//! | usable size, classify | [`usable_size`], [`owner`] / [`Owner`], [`in_heap`]; size classes: [`class_for`], [`class_of_size`], [`block_size`], [`Class`], [`NUM_CLASSES`], [`MIN_ALIGN`], [`MAX_SMALL_SIZE`], [`MAX_ALIGN`], [`CHUNK_SIZE`] |
+//! | trim | [`trim`] |
+//! | stats | [`stats`] / [`Stats`], [`mapped_bytes`] |
+//! | profile | [`set_profile`], [`profile`], [`Profile`] |
+//! | checked switch | [`Core`]`<CHECKED>` / [`Checked`]: the same entry points with the checks of checked mode on |
+//! | misuse | [`report_misuse`], [`Misuse`], [`NotFreed`]; [`write_stderr`], [`abort`] (never allocate) |
+//! | thread-exit and `fork` hooks | registered by the core itself at its first slow path, or now with [`init`] |
+//! | for the heap profiler | [`SpinLock`] (a lock that never allocates) |
 //!
-//! 1. [`os`]: `mmap` / `munmap` / `madvise` / `mremap`, counted; [`sync`]: atomics, spin lock.
-//! 2. [`chunk_map`]: which 4 MiB chunks are ours. [`size_class`]: sizes to classes.
-//! 3. [`superslab`] and [`remote`]: 4 MiB superslabs carved into slabs; lock-free remote
-//!    frees. [`large`]: one mapping per large block.
-//! 4. [`pool`]: superslabs nobody owns (empty cache, abandoned).
-//! 5. [`heap`]: a thread's slabs and superslabs; batch refill and flush.
-//! 6. [`thread_cache`] (in [`tls`]): per-class free stacks, the fast path.
-//! 7. This module: the entry points, `alloc` / `dealloc` / `realloc` / `free` / ...;
-//!    [`process`]: one-time set-up, thread exit, fork.
+//! Layers, lowest first; a module uses only its own layer and those before it, with no
+//! cycle (written once more in `tests/layers.rs`, which checks the sources, and in
+//! docs/ARCHITECTURE.md):
+//!
+//! 1. `sync`: atomics (loom's under `--cfg loom`), spin lock.
+//! 2. `os`: `mmap` / `munmap` / `madvise` / `mremap`, counted; stderr, abort.
+//! 3. `size_class` (sizes to classes, the slab size), `chunk_map` (which 4 MiB chunks
+//!    are ours, and the chunk header each starts with), `config` (profiles), `misuse`.
+//! 4. `retain`: the budget of freed memory kept for reuse.
+//! 5. `remote` (lock-free remote free lists), `superslab` (4 MiB superslabs carved into
+//!    slabs, owned by an opaque `OwnerId`), `large` (one mapping per large block).
+//! 6. `pool`: superslabs nobody owns (empty cache, abandoned).
+//! 7. `heap`: a thread's slabs and superslabs; batch refill and flush.
+//! 8. `tls` (the thread's slot), `thread_cache` (per-class free stacks, the fast path;
+//!    its slow paths get the set-up hooks of the layer above as a type parameter).
+//! 9. `checks` (the steps of checked mode), `process` (one-time set-up, thread exit,
+//!    fork), `stats`.
+//! 10. `block`: the one path of every block, with `CHECKED` a constant.
+//! 11. This page.
 //!
 //! See docs/ARCHITECTURE.md for the path of an allocation and of a free.
 #![cfg_attr(not(test), no_std)]
 #![cfg_attr(feature = "nightly", feature(thread_local))]
 #![deny(unsafe_op_in_unsafe_fn)]
 
-pub mod block;
+mod block;
 mod checks;
-pub mod chunk_map;
-pub mod config;
-pub mod heap;
-pub mod large;
+mod chunk_map;
+mod config;
+mod heap;
+mod large;
 mod misuse;
-pub mod os;
-pub mod pool;
-pub mod process;
-pub mod remote;
-pub mod retain;
-pub mod size_class;
-pub mod stats;
-pub mod superslab;
-pub mod sync;
-pub mod thread_cache;
-pub mod tls;
-
-pub use config::Profile;
-pub use misuse::{report_misuse, Misuse};
-pub use stats::Stats;
+mod os;
+mod pool;
+mod process;
+mod remote;
+mod retain;
+mod size_class;
+mod stats;
+mod superslab;
+mod sync;
+mod thread_cache;
+mod tls;
 
 pub use block::{owner, NotFreed, Owner};
 pub use chunk_map::CHUNK_SIZE;
+pub use config::Profile;
+pub use large::MAX_ALIGN;
+pub use misuse::{report_misuse, Misuse};
 pub use os::{abort, write_stderr};
-pub use size_class::{class_for, Class, MIN_ALIGN};
+pub use size_class::{
+    block_size, class_for, class_of_size, Class, MAX_SMALL_SIZE, MIN_ALIGN, NUM_CLASSES,
+};
+pub use stats::Stats;
 pub use sync::SpinLock;
 
 /// Allocate `size` bytes aligned to `align` (a power of two). Null when memory is
-/// exhausted or the request cannot be met (alignment over [`large::MAX_ALIGN`], size near
+/// exhausted or the request cannot be met (alignment over [`MAX_ALIGN`], size near
 /// `isize::MAX`).
 #[inline(always)]
 pub fn alloc(size: usize, align: usize) -> *mut u8 {
@@ -138,7 +165,7 @@ pub fn trim() {
 }
 
 /// The entry points with the checks of checked mode on (`Core<true>`, see
-/// [`checks`](crate::checks)) or off (`Core<false>`, the functions above): the same path,
+/// `checks.rs`) or off (`Core<false>`, the functions above): the same path,
 /// configured by a constant. A block must be freed in the mode it was allocated in.
 ///
 /// Checked mode catches, reports (pointer, kind, size class) and aborts on: a free of a
@@ -251,4 +278,18 @@ pub fn stats() -> Stats {
 /// Choose the memory profile (before the first allocation, ideally).
 pub fn set_profile(p: Profile) {
     process::set_profile(p);
+}
+
+/// Hooks for hakmem's own tests (fault injection, internal limits, the remote-free list
+/// for the loom model): not part of the surface, and free to change.
+#[doc(hidden)]
+pub mod testing {
+    pub use crate::large::max_mapping;
+    pub use crate::os::inject_map_failures;
+    pub use crate::remote::{Block, RemoteFreeList};
+
+    /// How many freed large mappings the profile in force may keep.
+    pub fn large_cache_entries() -> usize {
+        crate::config::current().large_cache_entries
+    }
 }

@@ -289,12 +289,6 @@ pub fn abort() -> ! {
     unsafe { libc::abort() }
 }
 
-/// Id of the calling thread (for messages).
-pub fn thread_id() -> usize {
-    // SAFETY: gettid has no preconditions.
-    unsafe { libc::syscall(libc::SYS_gettid) as usize }
-}
-
 /// Read the resident set size of this process from `/proc/self/statm`, in bytes, without
 /// allocating. `None` if it cannot be read.
 pub fn resident_bytes() -> Option<usize> {

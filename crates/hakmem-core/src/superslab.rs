@@ -178,10 +178,6 @@ impl SuperSlab {
         self.free_slabs.get() == USABLE_SLABS
     }
 
-    pub fn free_slabs(&self) -> u64 {
-        self.free_slabs.get()
-    }
-
     /// Carve a span for class `c` out of the free slabs; null if there is no room.
     /// The caller owns this superslab.
     pub fn carve_slab(&self, c: Class) -> *mut SlabMeta {
@@ -303,9 +299,6 @@ impl SuperSlab {
         }
         self.remote_pending.swap(0, Ordering::Acquire)
     }
-
-    /// Bytes in the header slab that are ever touched.
-    pub const HEADER_BYTES: usize = core::mem::size_of::<SuperSlab>();
 }
 
 fn span_mask(first: usize, n: usize) -> u64 {
@@ -478,7 +471,8 @@ impl SlabMeta {
                 (*tail).next = local;
             }
             let len = self.free_len.get();
-            self.free_len.set(if len == UNKNOWN_LEN { len } else { len + n });
+            self.free_len
+                .set(if len == UNKNOWN_LEN { len } else { len + n });
         }
         self.free.set(head);
         true

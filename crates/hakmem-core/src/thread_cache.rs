@@ -9,8 +9,8 @@
 //! cache; only when flushed do they travel back to their slab's remote list.
 
 use crate::config;
-use crate::misuse::{self, Misuse};
 use crate::heap::Heap;
+use crate::misuse::{self, Misuse};
 use crate::remote::Block;
 use crate::size_class::{block_size, Class, NUM_CLASSES};
 use crate::tls;
@@ -84,21 +84,6 @@ const _: () = assert!(NUM_CLASSES <= 64);
 
 /// Slow-path visits between two upkeeps (capacity adaptation, decommit).
 const UPKEEP_EVERY: u32 = 512;
-
-impl ThreadCache {
-    pub const EMPTY: ThreadCache = ThreadCache {
-        bins: [const {
-            Bin {
-                head: null_mut(),
-                room: 0,
-                limit: 0,
-            }
-        }; NUM_CLASSES],
-        heap: null_mut(),
-        ticks: 0,
-        active: 0,
-    };
-}
 
 /// Allocate a block of class `c`. Null when memory is exhausted.
 ///

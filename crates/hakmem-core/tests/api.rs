@@ -7,9 +7,9 @@
 #[path = "../../hakmem/tests/common/mod.rs"]
 mod common;
 
-use hakmem_core::size_class::{block_size, class_of_size, MAX_SMALL_SIZE, NUM_CLASSES};
 use hakmem_core::{alloc, alloc_zeroed, dealloc, owner, realloc, realloc_unsized, usable_size};
-use hakmem_core::{large, Owner};
+use hakmem_core::{block_size, class_of_size, MAX_SMALL_SIZE, NUM_CLASSES};
+use hakmem_core::{Owner, MAX_ALIGN};
 
 const MIB: usize = 1 << 20;
 
@@ -75,7 +75,7 @@ fn blocks_and_their_surroundings_are_classified() {
     }
     assert_eq!(usable_size(small), 64);
     // The superslab header is not a block, nor is anything in a large block but its start.
-    let chunk = |p: *mut u8| (p as usize & !(hakmem_core::chunk_map::CHUNK_SIZE - 1)) as *const u8;
+    let chunk = |p: *mut u8| (p as usize & !(hakmem_core::CHUNK_SIZE - 1)) as *const u8;
     assert_eq!(owner(chunk(small)), Owner::Invalid);
     assert_eq!(owner(chunk(big)), Owner::Invalid);
     for off in [1, 16, 4096, MIB / 2] {
@@ -154,7 +154,7 @@ fn usable_size_is_the_class_block_and_all_of_it_is_writable() {
         let p = alloc(size, 16);
         let u = usable_size(p);
         assert!(
-            u >= size && u <= hakmem_core::large::max_mapping(size + 4096 + 128),
+            u >= size && u <= hakmem_core::testing::max_mapping(size + 4096 + 128),
             "size {size}: usable {u}"
         );
         // SAFETY: the whole usable size is the caller's.
@@ -196,7 +196,7 @@ fn alignments_up_to_2_mib_are_honoured() {
         }
     }
     assert!(
-        alloc(1, 2 * large::MAX_ALIGN).is_null(),
+        alloc(1, 2 * MAX_ALIGN).is_null(),
         "alignment over MAX_ALIGN"
     );
 }

@@ -11,7 +11,7 @@
 #[path = "../../hakmem/tests/common/mod.rs"]
 mod common;
 
-use hakmem_core::chunk_map::CHUNK_SIZE;
+use hakmem_core::CHUNK_SIZE;
 use hakmem_core::{alloc, dealloc, stats};
 use std::ffi::{c_char, CStr};
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -195,7 +195,10 @@ fn violations(layers: &[&[&str]], g: &BTreeMap<String, BTreeSet<String>>) -> Vec
         }
     }
     if let Some(cycle) = find_cycle(g) {
-        out.push(format!("modules use each other in a cycle: {}", cycle.join(" -> ")));
+        out.push(format!(
+            "modules use each other in a cycle: {}",
+            cycle.join(" -> ")
+        ));
     }
     out
 }
@@ -263,7 +266,13 @@ fn sources(src: &Path) -> Vec<(String, String)> {
         .into_iter()
         .map(|p| {
             let rel = p.strip_prefix(src).unwrap();
-            let first = rel.components().next().unwrap().as_os_str().to_str().unwrap();
+            let first = rel
+                .components()
+                .next()
+                .unwrap()
+                .as_os_str()
+                .to_str()
+                .unwrap();
             let module = first.strip_suffix(".rs").unwrap_or(first).to_string();
             (module, std::fs::read_to_string(&p).unwrap())
         })
@@ -271,7 +280,10 @@ fn sources(src: &Path) -> Vec<(String, String)> {
 }
 
 fn check(crate_dir: &str, layers: &[&[&str]]) {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(crate_dir).join("src");
+    let src = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("..")
+        .join(crate_dir)
+        .join("src");
     let g = graph(&sources(&src));
     let edges: usize = g.values().map(|u| u.len()).sum();
     // Guard against a parser that finds nothing (and so passes anything).
@@ -315,7 +327,12 @@ fn the_checker_catches_each_kind_of_break() {
     assert_eq!(violations(layers, &graph(&ok)), Vec::<String>::new());
     let up = files(&[("a", "use crate::b::x;"), ("b", ""), ("c", ""), ("lib", "")]);
     assert!(violations(layers, &graph(&up))[0].contains("`a` (layer 1) uses `b` (layer 2)"));
-    let cycle = files(&[("a", ""), ("b", "crate::c::f()"), ("c", "crate::b::g()"), ("lib", "")]);
+    let cycle = files(&[
+        ("a", ""),
+        ("b", "crate::c::f()"),
+        ("c", "crate::b::g()"),
+        ("lib", ""),
+    ]);
     assert!(violations(layers, &graph(&cycle))[0].contains("cycle"));
     let root = files(&[("a", "crate::report()"), ("b", ""), ("c", ""), ("lib", "")]);
     assert!(violations(layers, &graph(&root))[0].contains("uses `lib`"));

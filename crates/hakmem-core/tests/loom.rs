@@ -5,7 +5,7 @@
 //! explores must deliver every block exactly once, with its links intact.
 #![cfg(loom)]
 
-use hakmem_core::remote::{Block, RemoteFreeList};
+use hakmem_core::testing::{Block, RemoteFreeList};
 use loom::sync::Arc;
 use loom::thread;
 use std::ptr::null_mut;

@@ -7,7 +7,7 @@
 #[path = "../../hakmem/tests/common/mod.rs"]
 mod common;
 
-use hakmem_core::os::inject_map_failures;
+use hakmem_core::testing::inject_map_failures;
 use hakmem_core::{alloc, alloc_zeroed, dealloc, owner, realloc, realloc_unsized, stats, trim};
 
 const MIB: usize = 1 << 20;
@@ -209,4 +209,4 @@ fn allocation_fails_cleanly_and_recovers() {
     blocks.free_where(|_| true);
 }
 
-const MAX_SMALL: usize = hakmem_core::size_class::MAX_SMALL_SIZE;
+const MAX_SMALL: usize = hakmem_core::MAX_SMALL_SIZE;

@@ -71,7 +71,7 @@ fn child_entry() {
             "large-interior" => free(alloc(1 << 20, 16).add(4096)),
             "header" => {
                 let p = alloc(64, 16) as usize;
-                free((p & !(hakmem_core::chunk_map::CHUNK_SIZE - 1)) as *mut u8);
+                free((p & !(hakmem_core::CHUNK_SIZE - 1)) as *mut u8);
             }
             "large-double" => {
                 let p = alloc(1 << 20, 16);

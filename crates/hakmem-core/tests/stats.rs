@@ -84,7 +84,7 @@ fn counters_move_and_trim_returns_memory() {
         emptied.allocated + 78 * MIB <= peak.allocated,
         "{peak:?} -> {emptied:?}"
     );
-    if hakmem_core::config::current().large_cache_entries > 0 {
+    if hakmem_core::testing::large_cache_entries() > 0 {
         assert!(
             emptied.cached_large >= 2 * MIB,
             "freed large blocks are cached: {emptied:?}"

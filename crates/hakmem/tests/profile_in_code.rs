@@ -8,5 +8,5 @@ fn the_profile_from_code_is_applied_on_the_first_allocation() {
     // The test harness has allocated long before this runs.
     let v = vec![1u8; 100];
     assert_eq!(v.len(), 100);
-    assert_eq!(hakmem_core::config::profile(), hakmem::Profile::Lean);
+    assert_eq!(hakmem_core::profile(), hakmem::Profile::Lean);
 }
