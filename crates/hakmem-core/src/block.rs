@@ -32,7 +32,7 @@ pub enum Owner {
     Invalid,
 }
 
-/// Why [`free_or_else`] did not free a pointer.
+/// Why [`crate::free_or_else`] did not free a pointer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum NotFreed {
     /// Outside every chunk hakmem mapped: someone else's pointer.
@@ -66,8 +66,10 @@ unsafe fn alloc_small<const CHECKED: bool>(c: Class) -> *mut u8 {
     p
 }
 
-/// The fast path alone (plain mode): a block of at least `size` bytes, 16-byte aligned,
-/// from the thread's cache; null when the cache has none or the request is not small.
+/// The fast path alone, for a front end that wants its own slow path as a tail call (C's
+/// `malloc`; plain mode): a block of at least `size` bytes, 16-byte aligned, from the
+/// thread's cache; null when the cache has none or the request is not small.
+/// [`alloc`](crate::alloc) then does the rest.
 #[inline(always)]
 pub fn alloc_cached(size: usize) -> *mut u8 {
     match size_class::class_of_size(size) {
@@ -287,18 +289,17 @@ pub unsafe fn realloc<const CHECKED: bool>(
     new_size: usize,
 ) -> *mut u8 {
     if !CHECKED {
-        let old = class_for(old_size, align);
-        match (old, class_for(new_size, align)) {
+        match (class_for(old_size, align), class_for(new_size, align)) {
             (Some(a), Some(b)) if a == b => return p,
             // SAFETY: by the caller, a live large block.
             (None, None) => match unsafe { large::header_of(p) } {
                 // Only resize in place when the alignment is the block's own; `mremap`
                 // may refuse (a reused extent may span several kernel mappings): then move.
-                // SAFETY: the header is the block's.
                 Some(h) if h.offset() == align.max(128) => {
-                    match unsafe { large::realloc(h, new_size) } {
-                        q if q.is_null() => {}
-                        q => return q,
+                    // SAFETY: the header is the block's.
+                    let q = unsafe { large::realloc(h, new_size) };
+                    if !q.is_null() {
+                        return q;
                     }
                 }
                 _ => {}

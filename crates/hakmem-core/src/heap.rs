@@ -522,9 +522,7 @@ impl RemoteRun {
         self.len += 1;
     }
 
-    /// Give the run to its slab: flag the slab, push the chain, count it (nothing if the
-    /// run is empty). The blocks still counted in `used` keep the slab alive until the
-    /// count lands, so that is safe even after the owner has taken the chain.
+    /// Give the run to its slab (`SuperSlab::push_remote`; nothing if the run is empty).
     ///
     /// # Safety
     /// The run's blocks are the caller's to give up.
@@ -532,12 +530,15 @@ impl RemoteRun {
         if self.meta.is_null() {
             return;
         }
-        // SAFETY: see above; the superslab is live while its blocks are counted.
+        // SAFETY: the superslab is live while its blocks are counted in `used`; the
+        // run is a linked chain of `len` blocks of `meta`'s slab, the caller's to give.
         unsafe {
-            let meta = &*self.meta;
-            (*SuperSlab::of(self.first as usize)).mark_remote(meta);
-            meta.remote.push_chain(self.first, self.last);
-            meta.count_remote(self.len);
+            (*SuperSlab::of(self.first as usize)).push_remote(
+                &*self.meta,
+                self.first,
+                self.last,
+                self.len,
+            );
         }
         *self = RemoteRun::EMPTY;
     }

@@ -10,7 +10,7 @@
 //! | resize | [`realloc`] (request known), [`realloc_unsized`] (C) |
 //! | usable size, classify | [`usable_size`], [`owner`] / [`Owner`], [`in_heap`]; size classes: [`class_for`], [`class_of_size`], [`block_size`], [`Class`], [`NUM_CLASSES`], [`MIN_ALIGN`], [`MAX_SMALL_SIZE`], [`MAX_ALIGN`], [`CHUNK_SIZE`] |
 //! | trim | [`trim`] |
-//! | stats | [`stats`] / [`Stats`], [`mapped_bytes`] |
+//! | stats | [`stats()`] / [`Stats`], [`mapped_bytes`] |
 //! | profile | [`set_profile`], [`profile`], [`Profile`] |
 //! | checked switch | [`Core`]`<CHECKED>` / [`Checked`]: the same entry points with the checks of checked mode on |
 //! | misuse | [`report_misuse`], [`Misuse`], [`NotFreed`]; [`write_stderr`], [`abort`] (never allocate) |
@@ -61,7 +61,7 @@ mod sync;
 mod thread_cache;
 mod tls;
 
-pub use block::{owner, NotFreed, Owner};
+pub use block::{alloc_cached, owner, trim, NotFreed, Owner};
 pub use chunk_map::CHUNK_SIZE;
 pub use config::Profile;
 pub use large::MAX_ALIGN;
@@ -79,14 +79,6 @@ pub use sync::SpinLock;
 #[inline(always)]
 pub fn alloc(size: usize, align: usize) -> *mut u8 {
     block::alloc::<false>(size, align)
-}
-
-/// The fast path alone, for a front end that wants its own slow path as a tail call (C's
-/// `malloc`): a block of at least `size` bytes, 16-byte aligned, from the thread's cache;
-/// null when the cache has none or the request is not small. [`alloc`] then does the rest.
-#[inline(always)]
-pub fn alloc_cached(size: usize) -> *mut u8 {
-    block::alloc_cached(size)
 }
 
 /// As [`alloc`], with the bytes zeroed. Fresh large mappings are not cleared again.
@@ -158,12 +150,6 @@ pub unsafe fn realloc_unsized(p: *mut u8, new_size: usize) -> *mut u8 {
     unsafe { block::realloc_unsized::<false>(p, new_size) }
 }
 
-/// Give cached free memory back to the OS now: the calling thread's cached blocks, empty
-/// superslabs in the pool, cached large mappings. Other threads keep their caches.
-pub fn trim() {
-    block::trim();
-}
-
 /// The entry points with the checks of checked mode on (`Core<true>`, see
 /// `checks.rs`) or off (`Core<false>`, the functions above): the same path,
 /// configured by a constant. A block must be freed in the mode it was allocated in.
@@ -178,66 +164,66 @@ pub struct Core<const CHECKED: bool>;
 pub type Checked = Core<true>;
 
 impl<const CHECKED: bool> Core<CHECKED> {
-    /// As [`alloc`](crate::alloc).
+    /// As [`crate::alloc`].
     #[inline(always)]
     pub fn alloc(size: usize, align: usize) -> *mut u8 {
         block::alloc::<CHECKED>(size, align)
     }
 
-    /// As [`alloc_zeroed`](crate::alloc_zeroed).
+    /// As [`crate::alloc_zeroed`].
     #[inline]
     pub fn alloc_zeroed(size: usize, align: usize) -> *mut u8 {
         block::alloc_zeroed::<CHECKED>(size, align)
     }
 
-    /// As [`dealloc`](crate::dealloc); checked, a layout of another class is reported.
+    /// As [`crate::dealloc`]; checked, a layout of another class is reported.
     ///
     /// # Safety
-    /// As for [`dealloc`](crate::dealloc), with blocks of this mode.
+    /// As for [`crate::dealloc`], with blocks of this mode.
     #[inline(always)]
     pub unsafe fn dealloc(p: *mut u8, size: usize, align: usize) {
         // SAFETY: by the caller.
         unsafe { block::dealloc::<CHECKED>(p, size, align) }
     }
 
-    /// As [`realloc`](crate::realloc); checked, always moves.
+    /// As [`crate::realloc`]; checked, always moves.
     ///
     /// # Safety
-    /// As for [`realloc`](crate::realloc), with blocks of this mode.
+    /// As for [`crate::realloc`], with blocks of this mode.
     pub unsafe fn realloc(p: *mut u8, old_size: usize, align: usize, new_size: usize) -> *mut u8 {
         // SAFETY: by the caller.
         unsafe { block::realloc::<CHECKED>(p, old_size, align, new_size) }
     }
 
-    /// As [`free`](crate::free).
+    /// As [`crate::free`].
     ///
     /// # Safety
-    /// As for [`free`](crate::free), with blocks of this mode.
+    /// As for [`crate::free`], with blocks of this mode.
     #[inline]
     pub unsafe fn free(p: *mut u8) {
         // SAFETY: by the caller.
         unsafe { Self::free_or_else(p, |p, why| block::report_not_freed::<CHECKED>(p, why)) }
     }
 
-    /// As [`free_or_else`](crate::free_or_else).
+    /// As [`crate::free_or_else`].
     ///
     /// # Safety
-    /// As for [`free_or_else`](crate::free_or_else), with blocks of this mode.
+    /// As for [`crate::free_or_else`], with blocks of this mode.
     #[inline(always)]
     pub unsafe fn free_or_else<F: FnOnce(*mut u8, NotFreed)>(p: *mut u8, not_freed: F) {
         // SAFETY: by the caller.
         unsafe { block::free_or_else::<CHECKED, F>(p, not_freed) }
     }
 
-    /// As [`usable_size`](crate::usable_size); checked, the canary's bytes excluded.
+    /// As [`crate::usable_size`]; checked, the canary's bytes excluded.
     pub fn usable_size(p: *const u8) -> usize {
         block::usable_size::<CHECKED>(p)
     }
 
-    /// As [`realloc_unsized`](crate::realloc_unsized); checked, always moves.
+    /// As [`crate::realloc_unsized`]; checked, always moves.
     ///
     /// # Safety
-    /// As for [`realloc_unsized`](crate::realloc_unsized), with blocks of this mode.
+    /// As for [`crate::realloc_unsized`], with blocks of this mode.
     pub unsafe fn realloc_unsized(p: *mut u8, new_size: usize) -> *mut u8 {
         // SAFETY: by the caller.
         unsafe { block::realloc_unsized::<CHECKED>(p, new_size) }

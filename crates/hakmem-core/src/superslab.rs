@@ -39,7 +39,34 @@ pub const USABLE_SLABS: u64 = !1;
 /// users, *including* blocks sitting on `remote` (they are counted back only when the
 /// owner takes them); `capacity - used` = blocks on `free` + blocks never carved
 /// (`(end - bump) / block_size`). So `used == 0` means every block is home and no other
-/// thread can still touch the slab.
+/// thread can still touch the slab. Only the owner touches the `Cell` fields.
+///
+/// # The remote-free protocol
+///
+/// A thread that holds blocks of a slab it does not own gives them back in three steps,
+/// all in [`SuperSlab::push_remote`], in this order:
+///
+/// 1. set the slab's bit in its superslab's `remote_pending` (`Release`), so that the
+///    owner's slow path finds the slab without scanning;
+/// 2. push the chain on `remote` with one compare-and-swap (`Release`: the chain's links
+///    are visible to whoever takes the list);
+/// 3. add the chain's length to `remote_count` (`Release`).
+///
+/// The owner ([`SlabMeta::collect_remote`]) first swaps `remote_count` to 0 (`Acquire`),
+/// *then* takes the whole list (`Acquire`), and lowers `used` by the count only, never
+/// by the length of the list it took. Why this order is safe:
+///
+/// - `used` drops only for blocks whose pusher finished step 3, so until then the
+///   pusher's blocks still count in `used`, the slab cannot look empty, and the owner
+///   cannot give the span (or the superslab) back while the pusher still writes to
+///   `remote_count` or `remote`.
+/// - A list taken before its count arrived puts those blocks on `free` early: they are
+///   home and reusable; the count lowers `used` at the owner's next collection.
+/// - The owner clears a slab's pending bit before draining and sets it again when the
+///   drain found nothing ([`SuperSlab::take_pending`] / [`SuperSlab::restore_pending`]):
+///   a pusher may be between its step 1 and its step 2.
+/// - Only the owner removes from `remote`, all at once, so the list has no ABA problem
+///   (see [`RemoteFreeList`]).
 #[repr(C)]
 pub struct SlabMeta {
     /// Blocks given back by the owner (owner only).
@@ -59,12 +86,10 @@ pub struct SlabMeta {
     /// Links of the owner's partial list.
     pub next: Cell<*mut SlabMeta>,
     pub prev: Cell<*mut SlabMeta>,
-    /// Blocks given back by other threads.
-    pub remote: RemoteFreeList,
-    /// How many blocks pushers have put on `remote`, added by each pusher *after* its
-    /// push; the owner takes it *before* taking the list, so `used` only ever drops for
-    /// blocks already home (and a pusher between its push and its add still holds `used`
-    /// up, which keeps the slab alive for that add).
+    /// Blocks given back by other threads (the remote-free protocol, above).
+    remote: RemoteFreeList,
+    /// How many blocks pushers have put on `remote`, added after each push (the
+    /// remote-free protocol, above).
     remote_count: AtomicU32,
 }
 
@@ -92,10 +117,9 @@ const UNKNOWN_LEN: u32 = u32::MAX;
 #[repr(C)]
 pub struct SuperSlab {
     pub header: ChunkHeader,
-    /// Bit `i` set: slab `i`'s remote list may be non-empty. Set by pushers just before
-    /// their push; cleared by the owner before it drains, and set again when the drain
-    /// found nothing (a pusher may be between its flag and its push).
-    pub remote_pending: AtomicU64,
+    /// Bit `i` set: slab `i`'s remote list may be non-empty (the remote-free protocol,
+    /// on [`SlabMeta`]).
+    remote_pending: AtomicU64,
     /// Who owns this superslab; [`OwnerId::NONE`] while it is in the pool.
     owner: AtomicUsize,
     /// Bit `i` set iff slab `i` serves no class (owner only). Slab 0 is never free.
@@ -274,15 +298,22 @@ impl SuperSlab {
         &self.slabs[i]
     }
 
-    /// Flag slab `meta` as having remote frees. Pushers call this *before* pushing (a
-    /// pusher's last accesses after its push are to the slab's `remote_count`, kept alive
-    /// by the blocks it still counts in `used`).
+    /// Give a chain of blocks of `meta`'s slab back from a thread that does not own it:
+    /// flag, push, count (steps 1 to 3 of the remote-free protocol on [`SlabMeta`]).
+    ///
+    /// # Safety
+    /// `meta` is a slab of this superslab; `first` .. `last` is a chain of `n` of its
+    /// handed-out blocks, linked through their first words, which the caller gives up.
     #[inline]
-    pub fn mark_remote(&self, meta: &SlabMeta) {
+    pub unsafe fn push_remote(&self, meta: &SlabMeta, first: *mut Block, last: *mut Block, n: u32) {
         let bit = 1u64 << self.index_of(meta);
         if self.remote_pending.load(Ordering::Relaxed) & bit == 0 {
             self.remote_pending.fetch_or(bit, Ordering::Release);
         }
+        // SAFETY: by the caller, the chain is linked and ours to give.
+        unsafe { meta.remote.push_chain(first, last) };
+        // The caller's blocks still count in `used`, which keeps the slab alive for this.
+        meta.remote_count.fetch_add(n, Ordering::Release);
     }
 
     /// Set the pending bits `bits` again (owner only; see `remote_pending`).
@@ -433,13 +464,8 @@ impl SlabMeta {
         self.used.set(self.used.get() - 1);
     }
 
-    /// Note that a pusher put `n` blocks on `remote` (after the push).
-    #[inline]
-    pub fn count_remote(&self, n: u32) {
-        self.remote_count.fetch_add(n, Ordering::Release);
-    }
-
-    /// Move the remote list onto the free list; true if any block came home or was
+    /// Move the remote list onto the free list (the owner's side of the remote-free
+    /// protocol: the count first, then the list); true if any block came home or was
     /// counted home. When the free list is empty (the usual case: a slab is drained when
     /// it runs dry) the list is taken as it is, without walking it.
     ///
@@ -500,8 +526,9 @@ mod tests {
 
     #[test]
     fn span_table_matches_size_class() {
-        for c in 0..NUM_CLASSES {
-            assert_eq!(SPAN[c] as usize, span_slabs(c));
+        assert_eq!(SPAN.len(), NUM_CLASSES);
+        for (c, &n) in SPAN.iter().enumerate() {
+            assert_eq!(n as usize, span_slabs(c));
         }
     }
 
@@ -549,9 +576,7 @@ mod tests {
             assert_eq!(meta.take(1, usize::MAX).1, 0);
             // A remote push comes back through collect_remote.
             let b = (ss.slab_start(1) + 48) as *mut Block;
-            ss.mark_remote(meta);
-            meta.remote.push_chain(b, b);
-            meta.count_remote(1);
+            ss.push_remote(meta, b, b, 1);
             assert_eq!(ss.take_pending(), 1 << 1);
             assert!(meta.collect_remote());
             assert_eq!(meta.used() as usize, cap - 1);
