@@ -45,20 +45,15 @@ pub enum NotFreed {
 #[inline(always)]
 pub fn alloc<const CHECKED: bool>(size: usize, align: usize) -> *mut u8 {
     match checks::request_class::<CHECKED>(size, align) {
-        // SAFETY: `request_class` returns classes in range.
-        Some(c) => unsafe { alloc_small::<CHECKED>(c) },
+        Some(c) => alloc_small::<CHECKED>(c),
         None => alloc_large(size, align).0,
     }
 }
 
 /// A block of class `c`, armed when checked.
-///
-/// # Safety
-/// `c` is a class in range.
 #[inline(always)]
-unsafe fn alloc_small<const CHECKED: bool>(c: Class) -> *mut u8 {
-    // SAFETY: by the caller.
-    let p = unsafe { thread_cache::alloc::<Hooks>(c) };
+fn alloc_small<const CHECKED: bool>(c: Class) -> *mut u8 {
+    let p = thread_cache::alloc::<Hooks>(c);
     if CHECKED && !p.is_null() {
         // SAFETY: a fresh block of class `c`.
         unsafe { checks::arm(p, c) };
@@ -73,8 +68,7 @@ unsafe fn alloc_small<const CHECKED: bool>(c: Class) -> *mut u8 {
 #[inline(always)]
 pub fn alloc_cached(size: usize) -> *mut u8 {
     match size_class::class_of_size(size) {
-        // SAFETY: `class_of_size` returns classes in range.
-        Some(c) => unsafe { thread_cache::pop(c) },
+        Some(c) => thread_cache::pop(c),
         None => core::ptr::null_mut(),
     }
 }
@@ -84,8 +78,7 @@ pub fn alloc_cached(size: usize) -> *mut u8 {
 #[inline]
 pub fn alloc_zeroed<const CHECKED: bool>(size: usize, align: usize) -> *mut u8 {
     let (p, zeroed) = match checks::request_class::<CHECKED>(size, align) {
-        // SAFETY: `request_class` returns classes in range.
-        Some(c) => (unsafe { alloc_small::<CHECKED>(c) }, false),
+        Some(c) => (alloc_small::<CHECKED>(c), false),
         None => alloc_large(size, align),
     };
     if !p.is_null() && !zeroed {
@@ -176,9 +169,8 @@ pub unsafe fn free_or_else<const CHECKED: bool, F: FnOnce(*mut u8, NotFreed)>(
 ) {
     let addr = p as usize;
     let entry = chunk_map::entry_of(addr);
-    if let Some(e) = entry {
-        if size_class::is_block_start(addr, e) {
-            let c = e as Class;
+    if let Some(c) = entry.and_then(|e| size_class::block_start_class(addr, e)) {
+        {
             if CHECKED {
                 // SAFETY: `p` starts a block of class `c` in a live slab.
                 unsafe { checks::check_live(p, c) };
@@ -233,8 +225,7 @@ pub fn owner(p: *const u8) -> Owner {
     let Some(entry) = chunk_map::entry_of(addr) else {
         return Owner::Foreign;
     };
-    if size_class::is_block_start(addr, entry) {
-        let class = entry as Class;
+    if let Some(class) = size_class::block_start_class(addr, entry) {
         return Owner::Small {
             class,
             usable: block_size(class),

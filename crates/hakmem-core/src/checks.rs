@@ -15,7 +15,7 @@
 
 use crate::chunk_map;
 use crate::misuse::{report_misuse, Misuse};
-use crate::size_class::{block_size, class_for, Class, NUM_CLASSES};
+use crate::size_class::{block_size, class_for, Class};
 
 /// Bytes at the end of each small block taken by the canary.
 pub const CANARY_BYTES: usize = 8;
@@ -91,6 +91,5 @@ pub unsafe fn mark_freed(p: *mut u8) {
 /// The size class of the slab `p` lies in, if it lies in one that serves a class (to
 /// name the class of an interior pointer).
 pub fn slab_class(p: *const u8) -> Option<Class> {
-    let entry = chunk_map::entry_of(p as usize)?;
-    ((entry as usize) < NUM_CLASSES).then_some(entry as Class)
+    Class::from_map_entry(chunk_map::entry_of(p as usize)?)
 }

@@ -14,7 +14,7 @@ use crate::chunk_map::{MAP_FREE, SLABS};
 use crate::os;
 use crate::pool;
 use crate::remote::Block;
-use crate::size_class::{block_size, Class, NUM_CLASSES};
+use crate::size_class::{block_size, Class, PerClass, NUM_CLASSES};
 use crate::superslab::{OwnerId, SlabMeta, SuperSlab};
 use crate::sync::{AtomicIsize, Ordering, SpinLock};
 use core::cell::Cell;
@@ -25,7 +25,7 @@ use core::ptr::null_mut;
 /// Invariants: a slab is on `partial[c]` iff its `in_partial` flag is set, it serves class
 /// `c`, and its superslab is on `owned`; every superslab on `owned` has `owner == self`.
 pub struct Heap {
-    partial: [Cell<*mut SlabMeta>; NUM_CLASSES],
+    partial: PerClass<Cell<*mut SlabMeta>>,
     /// Owned superslabs, doubly linked through their `next` / `prev`.
     owned: Cell<*mut SuperSlab>,
     owned_count: Cell<usize>,
@@ -89,7 +89,7 @@ impl Heap {
         // SAFETY: fresh, zeroed, suitably aligned memory that only we hold.
         unsafe {
             h.write(Heap {
-                partial: [const { Cell::new(null_mut()) }; NUM_CLASSES],
+                partial: PerClass([const { Cell::new(null_mut()) }; NUM_CLASSES]),
                 owned: Cell::new(null_mut()),
                 owned_count: Cell::new(0),
                 last_decommit_ms: Cell::new(0),
@@ -200,7 +200,7 @@ impl Heap {
             return self.release_slab(ss, meta);
         }
         if !meta.in_partial() {
-            self.push_partial(meta.class() as usize, meta);
+            self.push_partial(meta.class(), meta);
         }
         false
     }
@@ -352,7 +352,7 @@ impl Heap {
     /// pool, unless it is the only one we own (then true is returned).
     fn release_slab(&self, ss: &SuperSlab, meta: &SlabMeta) -> bool {
         if meta.in_partial() {
-            self.unlink_partial(meta.class() as usize, meta);
+            self.unlink_partial(meta.class(), meta);
         }
         let _ = ss.release_slab(meta);
         if ss.is_empty() && self.owned_count.get() > 1 {
@@ -452,7 +452,7 @@ impl Heap {
         }
         self.owned.set(null_mut());
         self.owned_count.set(0);
-        for p in &self.partial {
+        for (_, p) in self.partial.iter() {
             p.set(null_mut());
         }
         let mut pool = HEAPS.lock();
@@ -475,14 +475,19 @@ fn collect_all_remote(s: &SuperSlab) -> impl Iterator<Item = (Class, &SlabMeta)>
                 continue;
             }
             let meta = s.meta(i);
-            i += crate::size_class::span_slabs(e as usize);
+            // A used slab's byte is its class (`MAP_HEADER` is never at `i >= 1`).
+            let Some(c) = Class::from_map_entry(e) else {
+                i += 1;
+                continue;
+            };
+            i += crate::size_class::span_slabs(c);
             meta.set_in_partial(false);
             // SAFETY: the caller owns the superslab.
             unsafe { meta.collect_remote() };
             if meta.used() == 0 {
                 let _ = s.release_slab(meta);
             } else {
-                return Some((e as Class, meta));
+                return Some((c, meta));
             }
         }
         None

@@ -50,7 +50,7 @@ pub fn report_misuse(p: *const u8, kind: Misuse, class: Option<Class>) -> ! {
     w.hex(p as usize);
     if let Some(c) = class {
         w.put(b" (size class ");
-        w.dec(c);
+        w.dec(c.index());
         w.put(b", block ");
         w.dec(block_size(c));
         w.put(b" bytes)");

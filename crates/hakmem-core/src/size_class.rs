@@ -30,8 +30,85 @@ pub const SLAB_SHIFT: usize = 16;
 /// them, aligned to their length.
 pub const SLAB_SIZE: usize = 1 << SLAB_SHIFT;
 
-/// A size class index, `0..NUM_CLASSES`.
-pub type Class = usize;
+/// A size class. Invariant: its index is below [`NUM_CLASSES`] (held in a `usize`, so
+/// that the fast paths index with it as they did with a bare index, no widening); only this module makes
+/// one, from the tables and functions below, so any `Class` indexes a per-class table
+/// (`PerClass`) with no check, and the fast paths that take one need no `unsafe`
+/// contract for it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[repr(transparent)]
+pub struct Class(usize);
+
+impl Class {
+    /// The class of index `i` (panics, at compile time in a constant, if `i` is no class).
+    pub const fn new(i: usize) -> Class {
+        assert!(i < NUM_CLASSES);
+        Class(i)
+    }
+
+    /// Every class, smallest first.
+    pub fn all() -> impl Iterator<Item = Class> {
+        (0..NUM_CLASSES).map(Class)
+    }
+
+    /// The class whose class-map byte is `e`, if `e` is a class (no `MAP_*` marker).
+    #[inline(always)]
+    pub fn from_map_entry(e: u8) -> Option<Class> {
+        ((e as usize) < NUM_CLASSES).then_some(Class(e as usize))
+    }
+
+    /// Its index in per-class tables, below [`NUM_CLASSES`].
+    #[inline(always)]
+    pub const fn index(self) -> usize {
+        // SAFETY: the type's invariant.
+        unsafe { core::hint::assert_unchecked(self.0 < NUM_CLASSES) };
+        self.0
+    }
+
+    /// Its byte in a chunk's class map.
+    #[inline(always)]
+    pub const fn map_entry(self) -> u8 {
+        self.0 as u8
+    }
+}
+
+impl core::fmt::Display for Class {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+/// One `T` per size class, indexed by [`Class`] without a bounds check.
+#[repr(transparent)]
+pub struct PerClass<T>(pub [T; NUM_CLASSES]);
+
+impl<T> PerClass<T> {
+    /// Each class with its entry.
+    pub fn iter(&self) -> impl Iterator<Item = (Class, &T)> {
+        Class::all().zip(self.0.iter())
+    }
+
+    /// Each class with its entry, mutable.
+    pub fn iter_mut(&mut self) -> impl Iterator<Item = (Class, &mut T)> {
+        Class::all().zip(self.0.iter_mut())
+    }
+}
+
+impl<T> core::ops::Index<Class> for PerClass<T> {
+    type Output = T;
+
+    #[inline(always)]
+    fn index(&self, c: Class) -> &T {
+        &self.0[c.index()]
+    }
+}
+
+impl<T> core::ops::IndexMut<Class> for PerClass<T> {
+    #[inline(always)]
+    fn index_mut(&mut self, c: Class) -> &mut T {
+        &mut self.0[c.index()]
+    }
+}
 
 const fn compute_block_sizes() -> [u32; NUM_CLASSES] {
     let mut out = [0u32; NUM_CLASSES];
@@ -82,7 +159,7 @@ static SMALL_TABLE: [u8; TABLE_MAX / 16 + 1] = compute_table();
 pub fn class_of_size(size: usize) -> Option<Class> {
     if size <= TABLE_MAX {
         // (size + 15) / 16 <= 64: always in bounds.
-        Some(SMALL_TABLE[(size + 15) >> 4] as Class)
+        Some(Class(SMALL_TABLE[(size + 15) >> 4] as usize))
     } else if size <= MAX_SMALL_SIZE {
         Some(class_of_mid(size))
     } else {
@@ -97,7 +174,8 @@ fn class_of_mid(size: usize) -> Class {
     let msb = (usize::BITS - 1 - s.leading_zeros()) as usize; // size in (2^msb, 2^(msb+1)]
     let quarter = (s >> (msb - 2)) & 3; // which quarter of the doubling
                                         // The doubling (128, 256] starts at class 8.
-    8 + (msb - 7) * 4 + quarter
+                                        // At most 8 + (19 - 7) * 4 + 3 = 59 for sizes up to 1 MiB.
+    Class(8 + (msb - 7) * 4 + quarter)
 }
 
 /// The class of a request `(size, align)`, or `None` when it must be a large mapping.
@@ -134,25 +212,26 @@ static BLOCK_START: [(usize, u64); 256] = {
     let sizes = compute_block_sizes();
     let mut c = 0;
     while c < NUM_CLASSES {
-        let span = span_slabs(c) * SLAB_SIZE;
+        let span = span_slabs(Class::new(c)) * SLAB_SIZE;
         t[c] = (span - 1, u64::MAX / sizes[c] as u64 + 1);
         c += 1;
     }
     t
 };
 
-/// Whether `addr`, inside a span whose class-map byte is `entry`, is the start of a
-/// block (false for every byte that is not a class).
+/// The class of the block starting at `addr`, inside a span whose class-map byte is
+/// `entry`; `None` if `addr` starts no block (always for a byte that is not a class).
 #[inline(always)]
-pub fn is_block_start(addr: usize, entry: u8) -> bool {
+pub fn block_start_class(addr: usize, entry: u8) -> Option<Class> {
     let (mask, m) = BLOCK_START[entry as usize];
-    ((addr & mask) as u64).wrapping_mul(m) < m
+    // `m` is 0 for every byte that is no class, so a `Some` holds a class.
+    (((addr & mask) as u64).wrapping_mul(m) < m).then_some(Class(entry as usize))
 }
 
 /// Block size of class `c`.
 #[inline(always)]
 pub fn block_size(c: Class) -> usize {
-    BLOCK_SIZE[c] as usize
+    BLOCK_SIZE[c.index()] as usize
 }
 
 /// Longest span, in slabs: half a superslab (slab 0 holds the header, so an aligned span
@@ -164,7 +243,7 @@ pub const MAX_SPAN_SLABS: usize = 32;
 /// holds 2 to 6 blocks of the classes over 256 KiB).
 #[inline]
 pub const fn span_slabs(c: Class) -> usize {
-    let need = BLOCK_SIZE[c] as usize * 8;
+    let need = BLOCK_SIZE[c.index()] as usize * 8;
     let mut n = 1;
     while n * SLAB_SIZE < need && n < MAX_SPAN_SLABS {
         n *= 2;
@@ -194,8 +273,12 @@ mod tests {
         for size in (0..=MAX_SMALL_SIZE).step_by(step) {
             let c = class_of_size(size).unwrap();
             assert!(block_size(c) >= size, "size {size} class {c}");
-            if c > 0 {
-                assert!(block_size(c - 1) < size.max(1), "size {size} not smallest");
+            if c.index() > 0 {
+                let smaller = Class::new(c.index() - 1);
+                assert!(
+                    block_size(smaller) < size.max(1),
+                    "size {size} not smallest"
+                );
             }
         }
         assert_eq!(class_of_size(MAX_SMALL_SIZE + 1), None);
@@ -241,27 +324,27 @@ mod tests {
     #[test]
     fn block_starts_are_recognised_without_division() {
         let step = if cfg!(miri) { 97 } else { 1 };
-        for c in 0..NUM_CLASSES {
+        for c in Class::all() {
             let span = span_slabs(c) * SLAB_SIZE;
             // A span at an aligned address in some superslab, as carved.
             let base = (7 << 22) + span * 3;
             for off in (0..span).step_by(step) {
                 assert_eq!(
-                    is_block_start(base + off, c as u8),
-                    off % block_size(c) == 0,
+                    block_start_class(base + off, c.map_entry()),
+                    (off % block_size(c) == 0).then_some(c),
                     "class {c} offset {off}"
                 );
             }
         }
         // Bytes that are no class (free, header and large markers) start no block.
         for e in NUM_CLASSES..=255 {
-            assert!(!is_block_start(7 << 22, e as u8), "byte {e}");
+            assert_eq!(block_start_class(7 << 22, e as u8), None, "byte {e}");
         }
     }
 
     #[test]
     fn spans_hold_eight_blocks_or_fill_half_a_superslab() {
-        for c in 0..NUM_CLASSES {
+        for c in Class::all() {
             let n = span_slabs(c);
             let blocks = n * SLAB_SIZE / block_size(c);
             assert!(n.is_power_of_two() && n <= MAX_SPAN_SLABS, "class {c}");

@@ -25,7 +25,9 @@
 use crate::chunk_map::{ChunkHeader, CHUNK_SHIFT, CHUNK_SIZE, MAP_FREE, MAP_HEADER, SLABS};
 use crate::os;
 use crate::remote::{Block, RemoteFreeList};
-use crate::size_class::{block_size, span_slabs, Class, NUM_CLASSES, SLAB_SHIFT, SLAB_SIZE};
+use crate::size_class::{
+    block_size, span_slabs, Class, PerClass, NUM_CLASSES, SLAB_SHIFT, SLAB_SIZE,
+};
 use crate::sync::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use core::cell::Cell;
 use core::ptr::null_mut;
@@ -80,9 +82,7 @@ pub struct SlabMeta {
     /// Length of `free`, or [`UNKNOWN_LEN`] once a remote chain of unknown length joined
     /// it (owner only). Known, it lets a refill take the whole list without walking it.
     free_len: Cell<u32>,
-    class: Cell<u8>,
-    /// Whether the slab is on its owner's partial list for its class.
-    in_partial: Cell<bool>,
+    class: Cell<Class>,
     /// Links of the owner's partial list.
     pub next: Cell<*mut SlabMeta>,
     pub prev: Cell<*mut SlabMeta>,
@@ -91,6 +91,9 @@ pub struct SlabMeta {
     /// How many blocks pushers have put on `remote`, added after each push (the
     /// remote-free protocol, above).
     remote_count: AtomicU32,
+    /// Whether the slab is on its owner's partial list for its class (after the atomic
+    /// count, where it takes no room of its own).
+    in_partial: Cell<bool>,
 }
 
 /// Who owns a superslab: an opaque id chosen by the layer above (a heap's address), or
@@ -138,16 +141,17 @@ pub struct SuperSlab {
 }
 
 const _: () = assert!(core::mem::size_of::<SuperSlab>() <= SLAB_SIZE);
+const _: () = assert!(core::mem::size_of::<SlabMeta>() == 72);
 
 /// Span length of each class, as a table for the free path.
-static SPAN: [u8; NUM_CLASSES] = {
+static SPAN: PerClass<u8> = {
     let mut t = [0u8; NUM_CLASSES];
     let mut c = 0;
     while c < NUM_CLASSES {
-        t[c] = span_slabs(c) as u8;
+        t[c] = span_slabs(Class::new(c)) as u8;
         c += 1;
     }
-    t
+    PerClass(t)
 };
 
 impl SuperSlab {
@@ -214,7 +218,7 @@ impl SuperSlab {
         self.dirty.set(self.dirty.get() & !mask);
         self.aging.set(self.aging.get() & !mask);
         for i in first..first + n {
-            self.header.class_map[i].store(c as u8, Ordering::Relaxed);
+            self.header.class_map[i].store(c.map_entry(), Ordering::Relaxed);
         }
         let meta = &self.slabs[first];
         let size = block_size(c);
@@ -225,7 +229,7 @@ impl SuperSlab {
         meta.bump.set(start);
         meta.end.set(start + capacity * size);
         meta.used.set(0);
-        meta.class.set(c as u8);
+        meta.class.set(c);
         meta.in_partial.set(false);
         meta.next.set(null_mut());
         meta.prev.set(null_mut());
@@ -238,7 +242,7 @@ impl SuperSlab {
     pub fn release_slab(&self, meta: &SlabMeta) -> (usize, usize) {
         debug_assert_eq!(meta.used.get(), 0);
         let first = self.index_of(meta);
-        let n = SPAN[meta.class() as usize] as usize;
+        let n = SPAN[meta.class()] as usize;
         for i in first..first + n {
             self.header.class_map[i].store(MAP_FREE, Ordering::Relaxed);
         }
@@ -359,8 +363,9 @@ fn find_span(free: u64, n: usize) -> Option<usize> {
 }
 
 impl SlabMeta {
+    /// The class the slab serves (set when carved, while the slab is not free).
     #[inline]
-    pub fn class(&self) -> u8 {
+    pub fn class(&self) -> Class {
         self.class.get()
     }
 
@@ -419,7 +424,7 @@ impl SlabMeta {
         });
         let mut first = if count > 0 { first } else { null_mut() };
         if count < want {
-            let size = block_size(self.class() as usize);
+            let size = block_size(self.class());
             let bump = self.bump.get();
             let avail = (self.end.get() - bump) / size;
             let k = avail.min(want - count);
@@ -526,8 +531,7 @@ mod tests {
 
     #[test]
     fn span_table_matches_size_class() {
-        assert_eq!(SPAN.len(), NUM_CLASSES);
-        for (c, &n) in SPAN.iter().enumerate() {
+        for (c, &n) in SPAN.iter() {
             assert_eq!(n as usize, span_slabs(c));
         }
     }
@@ -546,7 +550,7 @@ mod tests {
             let (first, n) = meta.take(10, 0);
             assert_eq!(n, 10);
             assert_eq!(meta.used(), 10);
-            assert_eq!(ss.header.entry(first as usize), c as u8);
+            assert_eq!(ss.header.entry(first as usize), c.map_entry());
             assert!(core::ptr::eq(ss.meta_of(first as usize, c), meta));
             // Give all ten back, then drain the slab entirely.
             let mut p = first;

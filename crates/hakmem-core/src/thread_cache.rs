@@ -12,7 +12,7 @@ use crate::config;
 use crate::heap::Heap;
 use crate::misuse::{self, Misuse};
 use crate::remote::Block;
-use crate::size_class::{block_size, Class, NUM_CLASSES};
+use crate::size_class::{block_size, Class, PerClass, NUM_CLASSES};
 use crate::tls;
 use core::ptr::null_mut;
 
@@ -71,7 +71,7 @@ const _: () = assert!(
 /// A thread's cache; all zero is the valid initial state (see [`crate::tls`]).
 #[repr(C, align(64))]
 pub struct ThreadCache {
-    pub bins: [Bin; NUM_CLASSES],
+    pub bins: PerClass<Bin>,
     /// The thread's heap, or null before the first slow path and after thread exit.
     pub heap: *mut Heap,
     /// Slow-path visits since the last upkeep.
@@ -85,31 +85,35 @@ const _: () = assert!(NUM_CLASSES <= 64);
 /// Slow-path visits between two upkeeps (capacity adaptation, decommit).
 const UPKEEP_EVERY: u32 = 512;
 
-/// Allocate a block of class `c`. Null when memory is exhausted.
+/// The bin of class `c` in the cache at `tc` (no bounds check: a `Class` is in range).
 ///
 /// # Safety
-/// `c < NUM_CLASSES`.
+/// `tc` is the calling thread's cache, and no other reference to the bin lives while the
+/// returned one is used.
 #[inline(always)]
-pub unsafe fn alloc<H: ThreadHooks>(c: Class) -> *mut u8 {
-    // SAFETY: by the caller.
-    let b = unsafe { pop(c) };
+unsafe fn bin_of<'a>(tc: *mut ThreadCache, c: Class) -> &'a mut Bin {
+    // SAFETY: by the caller; the array is indexed in place, not through a reference to
+    // the whole cache.
+    unsafe { &mut (*tc).bins.0[c.index()] }
+}
+
+/// Allocate a block of class `c`. Null when memory is exhausted.
+#[inline(always)]
+pub fn alloc<H: ThreadHooks>(c: Class) -> *mut u8 {
+    let b = pop(c);
     if !b.is_null() {
         return b;
     }
-    // SAFETY: as above.
-    unsafe { alloc_slow::<H>(c) }
+    alloc_slow::<H>(c)
 }
 
 /// A block of class `c` from the cache, or null when the bin is empty (the caller then
 /// takes [`alloc`], which refills it).
-///
-/// # Safety
-/// `c < NUM_CLASSES`.
 #[inline(always)]
-pub unsafe fn pop(c: Class) -> *mut u8 {
+pub fn pop(c: Class) -> *mut u8 {
     let tc = cache();
-    // SAFETY: the thread's own cache; `c` is in range by the caller.
-    let bin = unsafe { (*tc).bins.get_unchecked_mut(c) };
+    // SAFETY: the thread's own cache, which no other reference reaches meanwhile.
+    let bin = unsafe { bin_of(tc, c) };
     let b = bin.head;
     if !b.is_null() {
         // SAFETY: blocks in a bin are free and linked.
@@ -126,8 +130,8 @@ pub unsafe fn pop(c: Class) -> *mut u8 {
 #[inline(always)]
 pub unsafe fn free<H: ThreadHooks>(p: *mut u8, c: Class) {
     let tc = cache();
-    // SAFETY: the thread's own cache; `c` is in range.
-    let bin = unsafe { (*tc).bins.get_unchecked_mut(c) };
+    // SAFETY: the thread's own cache, which no other reference reaches meanwhile.
+    let bin = unsafe { bin_of(tc, c) };
     let b = p as *mut Block;
     if b == bin.head {
         // The block is already the newest in this cache: a double free, caught for the
@@ -167,7 +171,7 @@ unsafe fn setup_thread<H: ThreadHooks>(tc: *mut ThreadCache) -> *mut Heap {
     let policy = config::current();
     // SAFETY: the thread's own cache.
     unsafe {
-        for (c, bin) in (*tc).bins.iter_mut().enumerate() {
+        for (c, bin) in (*tc).bins.iter_mut() {
             bin.set_limit(initial_capacity(&policy, c));
         }
         (*tc).heap = h;
@@ -193,7 +197,7 @@ fn initial_capacity(policy: &config::Policy, c: Class) -> u32 {
 unsafe fn note_slow_path(tc: *mut ThreadCache, h: *mut Heap, c: Class) {
     // SAFETY: by the caller.
     let t = unsafe { &mut *tc };
-    t.active |= 1 << c;
+    t.active |= 1 << c.index();
     t.ticks += 1;
     if t.ticks < UPKEEP_EVERY {
         return;
@@ -202,9 +206,9 @@ unsafe fn note_slow_path(tc: *mut ThreadCache, h: *mut Heap, c: Class) {
     let idle = !t.active;
     t.active = 0;
     let policy = config::current();
-    for (k, bin) in t.bins.iter_mut().enumerate() {
+    for (k, bin) in t.bins.iter_mut() {
         let min = config::min_capacity(&policy, block_size(k));
-        if idle & (1 << k) == 0 || bin.limit <= min {
+        if idle & (1 << k.index()) == 0 || bin.limit <= min {
             continue;
         }
         bin.set_limit((bin.limit / 2).max(min));
@@ -229,7 +233,7 @@ fn grow_capacity(bin: &mut Bin, c: Class) {
 
 #[cold]
 #[inline(never)]
-unsafe fn alloc_slow<H: ThreadHooks>(c: Class) -> *mut u8 {
+fn alloc_slow<H: ThreadHooks>(c: Class) -> *mut u8 {
     let tc = cache();
     let h = heap::<H>(tc);
     if h.is_null() {
@@ -238,7 +242,7 @@ unsafe fn alloc_slow<H: ThreadHooks>(c: Class) -> *mut u8 {
     // SAFETY: `tc` and `h` are this thread's.
     unsafe { note_slow_path(tc, h, c) };
     // SAFETY: the thread's own cache.
-    let bin = unsafe { (*tc).bins.get_unchecked_mut(c) };
+    let bin = unsafe { bin_of(tc, c) };
     if !bin.head.is_null() {
         // Setting up the thread allocated through us and left blocks here.
         let b = bin.head;
@@ -264,7 +268,7 @@ unsafe fn alloc_slow<H: ThreadHooks>(c: Class) -> *mut u8 {
     // SAFETY: the thread's own cache (taken anew: `trim` flushed the bins); the refill
     // chain holds `n` linked blocks.
     unsafe {
-        let bin = (*tc).bins.get_unchecked_mut(c);
+        let bin = bin_of(tc, c);
         bin.head = (*first).next;
         bin.set_count((n - 1) as u32);
     }
@@ -301,7 +305,7 @@ unsafe fn free_slow<H: ThreadHooks>(c: Class) {
     // SAFETY: `tc` and `h` are this thread's.
     unsafe { note_slow_path(tc, h, c) };
     // SAFETY: the thread's own cache.
-    let bin = unsafe { (*tc).bins.get_unchecked_mut(c) };
+    let bin = unsafe { bin_of(tc, c) };
     if bin.room >= 0 {
         return; // the thread was just set up and the limit rose
     }
@@ -334,9 +338,9 @@ pub unsafe fn teardown() {
     if h.is_null() {
         return;
     }
-    for c in 0..NUM_CLASSES {
+    for c in Class::all() {
         // SAFETY: the thread's own cache.
-        let bin = unsafe { (*tc).bins.get_unchecked_mut(c) };
+        let bin = unsafe { bin_of(tc, c) };
         // SAFETY: the bin's blocks are ours to give back.
         unsafe { flush_newest(bin, h, c, 0) };
         bin.set_limit(0);
@@ -367,9 +371,9 @@ fn flush_all<H: ThreadHooks>() {
     }
     // SAFETY: our heap.
     unsafe { (*h).adopt_all() };
-    for c in 0..NUM_CLASSES {
+    for c in Class::all() {
         // SAFETY: the thread's own cache and heap.
-        unsafe { flush_newest((*tc).bins.get_unchecked_mut(c), h, c, 0) };
+        unsafe { flush_newest(bin_of(tc, c), h, c, 0) };
     }
     // SAFETY: our heap.
     unsafe { (*h).decommit_all() };

@@ -8,7 +8,7 @@
 mod common;
 
 use hakmem_core::{alloc, alloc_zeroed, dealloc, owner, realloc, realloc_unsized, usable_size};
-use hakmem_core::{block_size, class_of_size, MAX_SMALL_SIZE, NUM_CLASSES};
+use hakmem_core::{block_size, class_of_size, Class, MAX_SMALL_SIZE};
 use hakmem_core::{Owner, MAX_ALIGN};
 
 const MIB: usize = 1 << 20;
@@ -117,7 +117,7 @@ fn interior_pointers_of_small_blocks_are_not_blocks() {
 
 #[test]
 fn usable_size_is_the_class_block_and_all_of_it_is_writable() {
-    let mut sizes: Vec<usize> = (0..NUM_CLASSES)
+    let mut sizes: Vec<usize> = Class::all()
         .flat_map(|c| {
             let b = block_size(c);
             [b - 1, b, b + 1]
