@@ -213,7 +213,8 @@ impl Heap {
             // SAFETY: owned superslabs are live; we own them.
             let s = unsafe { &*ss };
             let next = s.next.get();
-            let mut bits = s.take_pending();
+            // SAFETY: an owned superslab.
+            let mut bits = unsafe { s.take_pending() };
             let mut empty = 0u64;
             while bits != 0 {
                 let i = bits.trailing_zeros() as usize;
@@ -233,7 +234,8 @@ impl Heap {
                 }
             }
             if bits == 0 {
-                s.restore_pending(empty);
+                // SAFETY: as above.
+                unsafe { s.restore_pending(empty) };
             }
             ss = next;
         }
@@ -247,7 +249,8 @@ impl Heap {
         while !ss.is_null() {
             // SAFETY: we own it.
             let s = unsafe { &*ss };
-            let meta = s.carve_slab(c);
+            // SAFETY: as above.
+            let meta = unsafe { s.carve_slab(c) };
             if !meta.is_null() {
                 return meta;
             }
@@ -311,7 +314,8 @@ impl Heap {
         self.link_owned(ss);
         // SAFETY: adopted, so ours alone.
         let s = unsafe { &*ss };
-        for (c, meta) in collect_all_remote(s) {
+        // SAFETY: adopted, so ours.
+        for (c, meta) in unsafe { collect_all_remote(s) } {
             if meta.has_free() {
                 self.push_partial(c, meta);
             }
@@ -354,7 +358,8 @@ impl Heap {
         if meta.in_partial() {
             self.unlink_partial(meta.class(), meta);
         }
-        let _ = ss.release_slab(meta);
+        // SAFETY: by the caller, `ss` is ours and `meta` one of its spans.
+        let _ = unsafe { ss.release_slab(meta) };
         if ss.is_empty() && self.owned_count.get() > 1 {
             self.unlink_owned(ss);
             // SAFETY: empty (every slab's `used` was 0, so no remote push is pending).
@@ -374,7 +379,8 @@ impl Heap {
             unsafe { (*head).prev.set(m) };
         }
         self.partial[c].set(m);
-        meta.set_in_partial(true);
+        // SAFETY: our slab (it goes on our partial list).
+        unsafe { meta.set_in_partial(true) };
     }
 
     fn unlink_partial(&self, c: Class, meta: &SlabMeta) {
@@ -389,7 +395,8 @@ impl Heap {
             // SAFETY: as above.
             unsafe { (*next).prev.set(prev) };
         }
-        meta.set_in_partial(false);
+        // SAFETY: our slab (it was on our partial list).
+        unsafe { meta.set_in_partial(false) };
     }
 
     /// Periodic upkeep from the slow path: at most once per `retain_ms`, give back the
@@ -411,7 +418,8 @@ impl Heap {
         while !ss.is_null() {
             // SAFETY: owned superslabs are live and ours.
             let s = unsafe { &*ss };
-            s.decommit_free(how, true);
+            // SAFETY: as above.
+            unsafe { s.decommit_free(how, true) };
             ss = s.next.get();
         }
     }
@@ -422,7 +430,8 @@ impl Heap {
         while !ss.is_null() {
             // SAFETY: owned superslabs are live and ours.
             let s = unsafe { &*ss };
-            s.decommit_free(os::Decommit::Now, false);
+            // SAFETY: as above.
+            unsafe { s.decommit_free(os::Decommit::Now, false) };
             ss = s.next.get();
         }
     }
@@ -440,7 +449,8 @@ impl Heap {
             // SAFETY: owned superslabs are live.
             let s = unsafe { &*ss };
             let next = s.next.get();
-            collect_all_remote(s).for_each(drop);
+            // SAFETY: ours until retired.
+            unsafe { collect_all_remote(s) }.for_each(drop);
             if s.is_empty() {
                 // SAFETY: empty, and ours to give.
                 unsafe { pool::release_empty(ss) };
@@ -464,8 +474,12 @@ impl Heap {
 /// Bring home the remote blocks of every slab of `s` (whose owner is the caller, which
 /// rebuilds its lists), release the slabs left empty, and yield the others with their
 /// class, taken off any partial list.
-fn collect_all_remote(s: &SuperSlab) -> impl Iterator<Item = (Class, &SlabMeta)> {
-    s.take_pending();
+///
+/// # Safety
+/// The caller owns `s` while it uses the iterator.
+unsafe fn collect_all_remote(s: &SuperSlab) -> impl Iterator<Item = (Class, &SlabMeta)> {
+    // SAFETY: by the caller.
+    unsafe { s.take_pending() };
     let mut i = 1;
     core::iter::from_fn(move || {
         while i < SLABS {
@@ -481,11 +495,14 @@ fn collect_all_remote(s: &SuperSlab) -> impl Iterator<Item = (Class, &SlabMeta)>
                 continue;
             };
             i += crate::size_class::span_slabs(c);
-            meta.set_in_partial(false);
-            // SAFETY: the caller owns the superslab.
-            unsafe { meta.collect_remote() };
+            // SAFETY: the caller owns the superslab, so its slabs and their lists.
+            unsafe {
+                meta.set_in_partial(false);
+                meta.collect_remote();
+            }
             if meta.used() == 0 {
-                let _ = s.release_slab(meta);
+                // SAFETY: as above; `meta` is one of `s`'s spans.
+                let _ = unsafe { s.release_slab(meta) };
             } else {
                 return Some((c, meta));
             }

@@ -207,8 +207,10 @@ impl SuperSlab {
     }
 
     /// Carve a span for class `c` out of the free slabs; null if there is no room.
-    /// The caller owns this superslab.
-    pub fn carve_slab(&self, c: Class) -> *mut SlabMeta {
+    ///
+    /// # Safety
+    /// The caller owns this superslab (or holds it alone, fresh from the pool).
+    pub unsafe fn carve_slab(&self, c: Class) -> *mut SlabMeta {
         let n = SPAN[c] as usize;
         let Some(first) = find_span(self.free_slabs.get(), n) else {
             return null_mut();
@@ -239,7 +241,10 @@ impl SuperSlab {
 
     /// Give the span of `meta` (empty: `used == 0`) back to the free slabs; returns the
     /// span's address range.
-    pub fn release_slab(&self, meta: &SlabMeta) -> (usize, usize) {
+    ///
+    /// # Safety
+    /// The caller owns this superslab, and `meta` is one of its spans.
+    pub unsafe fn release_slab(&self, meta: &SlabMeta) -> (usize, usize) {
         debug_assert_eq!(meta.used.get(), 0);
         let first = self.index_of(meta);
         let n = SPAN[meta.class()] as usize;
@@ -254,7 +259,10 @@ impl SuperSlab {
 
     /// Give the pages of free slabs back to the OS: those free since the previous call
     /// (`only_aged`), or all of them. Returns the bytes decommitted.
-    pub fn decommit_free(&self, how: os::Decommit, only_aged: bool) -> usize {
+    ///
+    /// # Safety
+    /// The caller owns this superslab.
+    pub unsafe fn decommit_free(&self, how: os::Decommit, only_aged: bool) -> usize {
         let dirty = self.dirty.get();
         let target = if only_aged {
             dirty & self.aging.get()
@@ -320,15 +328,21 @@ impl SuperSlab {
         meta.remote_count.fetch_add(n, Ordering::Release);
     }
 
-    /// Set the pending bits `bits` again (owner only; see `remote_pending`).
-    pub fn restore_pending(&self, bits: u64) {
+    /// Set the pending bits `bits` again (see the remote-free protocol on [`SlabMeta`]).
+    ///
+    /// # Safety
+    /// The caller owns this superslab.
+    pub unsafe fn restore_pending(&self, bits: u64) {
         if bits != 0 {
             self.remote_pending.fetch_or(bits, Ordering::Relaxed);
         }
     }
 
-    /// Clear and return the pending bits (owner only, before draining the lists).
-    pub fn take_pending(&self) -> u64 {
+    /// Clear and return the pending bits, before draining the lists.
+    ///
+    /// # Safety
+    /// The caller owns this superslab.
+    pub unsafe fn take_pending(&self) -> u64 {
         if self.remote_pending.load(Ordering::Relaxed) == 0 {
             return 0;
         }
@@ -379,8 +393,12 @@ impl SlabMeta {
         self.in_partial.get()
     }
 
+    /// Note whether the slab is on its owner's partial list.
+    ///
+    /// # Safety
+    /// The caller owns the slab.
     #[inline]
-    pub fn set_in_partial(&self, v: bool) {
+    pub unsafe fn set_in_partial(&self, v: bool) {
         self.in_partial.set(v)
     }
 
