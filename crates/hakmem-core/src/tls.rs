@@ -29,14 +29,15 @@ const _: () = assert!(core::mem::align_of::<Slot>() == SLOT_ALIGN);
 
 #[cfg(feature = "nightly")]
 mod imp {
-    use super::ThreadCache;
+    use super::{Slot, SLOT_BYTES};
 
     #[thread_local]
-    static mut CACHE: ThreadCache = ThreadCache::EMPTY;
+    static mut SLOT: Slot = Slot([0; SLOT_BYTES]);
 
+    /// The calling thread's slot.
     #[inline(always)]
-    pub fn cache() -> *mut ThreadCache {
-        core::ptr::addr_of_mut!(CACHE)
+    pub fn slot() -> *mut u8 {
+        core::ptr::addr_of_mut!(SLOT).cast()
     }
 }
 
