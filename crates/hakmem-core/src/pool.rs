@@ -198,7 +198,7 @@ pub fn counts() -> (usize, usize) {
     (EMPTY.lock().len, ABANDONED.lock().len)
 }
 
-/// Hold the pool's locks across `fork` ([`crate::fork`]).
+/// Hold the pool's locks across `fork` ([`fork_prepare`](crate::process)).
 pub(crate) fn lock_all() {
     EMPTY.lock_forever();
     ABANDONED.lock_forever();

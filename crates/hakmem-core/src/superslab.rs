@@ -16,7 +16,7 @@
 //! slab, `class_map` of that slab its class, and the span's first slab is that index
 //! rounded down to the class's span length. No search anywhere.
 //!
-//! Ownership: each superslab is owned by one thread's [`Heap`](crate::heap::Heap) (its
+//! Ownership: each superslab is owned by one thread's [`Heap`] (its
 //! `owner`), or by nobody while it sits in the shared [`pool`](crate::pool). Only the owner
 //! touches the `Cell` fields of the superslab and its slabs. Other threads read
 //! `class_map` (stable while they hold a block of that slab), push onto a slab's
@@ -479,7 +479,8 @@ impl SlabMeta {
                 (*tail).next = local;
             }
             let len = self.free_len.get();
-            self.free_len.set(if len == UNKNOWN_LEN { len } else { len + n });
+            self.free_len
+                .set(if len == UNKNOWN_LEN { len } else { len + n });
         }
         self.free.set(head);
         true
@@ -507,8 +508,8 @@ mod tests {
 
     #[test]
     fn span_table_matches_size_class() {
-        for c in 0..NUM_CLASSES {
-            assert_eq!(SPAN[c] as usize, span_slabs(c));
+        for (c, &span) in SPAN.iter().enumerate() {
+            assert_eq!(span as usize, span_slabs(c));
         }
     }
 
