@@ -3,7 +3,7 @@
 //! allocator is fixed per binary, so each binary is this library plus one
 //! `#[global_allocator]`.
 //!
-//! A binary runs one workload and prints one line (see [`report`]):
+//! A binary runs one workload and prints one line (its format: `report` below):
 //!
 //! ```text
 //! bench-system --list                  # "workload NAME DEFAULT_OPS" per line
