@@ -25,10 +25,7 @@ fn main() {
     harness::main(
         CHILD_VAR,
         child,
-        &[(
-            "a_thread_arriving_during_set_up_is_registered",
-            a_thread_arriving_during_set_up_is_registered,
-        )],
+        &harness::tests![a_thread_arriving_during_set_up_is_registered],
     )
 }
 

@@ -18,31 +18,13 @@ fn main() {
     harness::main(
         CASE_VAR,
         child,
-        &[
-            (
-                "free_of_a_foreign_pointer_aborts",
-                free_of_a_foreign_pointer_aborts,
-            ),
-            (
-                "realloc_of_a_foreign_pointer_aborts",
-                realloc_of_a_foreign_pointer_aborts,
-            ),
-            (
-                "free_inside_a_large_block_aborts",
-                free_inside_a_large_block_aborts,
-            ),
-            (
-                "free_of_a_superslab_header_aborts",
-                free_of_a_superslab_header_aborts,
-            ),
-            (
-                "double_free_of_a_large_block_aborts",
-                double_free_of_a_large_block_aborts,
-            ),
-            (
-                "free_inside_a_small_block_aborts",
-                free_inside_a_small_block_aborts,
-            ),
+        &harness::tests![
+            free_of_a_foreign_pointer_aborts,
+            realloc_of_a_foreign_pointer_aborts,
+            free_inside_a_large_block_aborts,
+            free_of_a_superslab_header_aborts,
+            double_free_of_a_large_block_aborts,
+            free_inside_a_small_block_aborts,
         ],
     )
 }

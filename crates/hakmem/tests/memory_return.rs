@@ -52,16 +52,10 @@ fn main() {
     harness::main(
         "HAKMEM_RETURN_CASE",
         run_case,
-        &[
-            ("fast_returns_memory_on_trim", fast_returns_memory_on_trim),
-            (
-                "balanced_returns_memory_when_idle",
-                balanced_returns_memory_when_idle,
-            ),
-            (
-                "lean_returns_memory_when_idle",
-                lean_returns_memory_when_idle,
-            ),
+        &harness::tests![
+            fast_returns_memory_on_trim,
+            balanced_returns_memory_when_idle,
+            lean_returns_memory_when_idle,
         ],
     )
 }

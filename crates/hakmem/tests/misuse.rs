@@ -6,33 +6,19 @@ mod common;
 mod harness;
 
 fn main() {
-    let always: &[harness::Test] = &[
-        (
-            "double_free_is_caught_in_checked_mode",
-            double_free_is_caught_in_checked_mode,
-        ),
-        (
-            "immediate_double_free_is_caught_without_checked_mode",
-            immediate_double_free_is_caught_without_checked_mode,
-        ),
-        ("foreign_pointer_is_caught", foreign_pointer_is_caught),
-        ("interior_pointer_is_caught", interior_pointer_is_caught),
-        ("overflow_is_caught", overflow_is_caught),
-        ("wrong_layout_is_caught", wrong_layout_is_caught),
-        (
-            "large_interior_pointer_is_caught",
-            large_interior_pointer_is_caught,
-        ),
-    ];
-    let with_checked_feature: &[harness::Test] = if cfg!(feature = "checked") {
-        &[(
-            "global_alloc_is_checked_with_the_feature",
-            global_alloc_is_checked_with_the_feature,
-        )]
-    } else {
-        &[]
-    };
-    let tests = [always, with_checked_feature].concat();
+    let mut tests = harness::tests![
+        double_free_is_caught_in_checked_mode,
+        immediate_double_free_is_caught_without_checked_mode,
+        foreign_pointer_is_caught,
+        interior_pointer_is_caught,
+        overflow_is_caught,
+        wrong_layout_is_caught,
+        large_interior_pointer_is_caught,
+    ]
+    .to_vec();
+    if cfg!(feature = "checked") {
+        tests.extend(harness::tests![global_alloc_is_checked_with_the_feature]);
+    }
     harness::main("HAKMEM_MISUSE", run_case, &tests)
 }
 

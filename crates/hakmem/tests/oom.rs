@@ -20,15 +20,9 @@ fn main() {
     harness::main(
         CASE_VAR,
         child,
-        &[
-            (
-                "large_allocations_reach_handle_alloc_error",
-                large_allocations_reach_handle_alloc_error,
-            ),
-            (
-                "small_allocations_reach_handle_alloc_error",
-                small_allocations_reach_handle_alloc_error,
-            ),
+        &harness::tests![
+            large_allocations_reach_handle_alloc_error,
+            small_allocations_reach_handle_alloc_error,
         ],
     )
 }

@@ -10,6 +10,14 @@ use libtest_mimic::{Arguments, Trial};
 /// it fails by panicking.
 pub type Test = (&'static str, fn());
 
+/// The tests of a binary, each named as its function: `harness::tests![a, b]`.
+macro_rules! tests {
+    ($($test:ident),* $(,)?) => {
+        [$((stringify!($test), $test as fn())),*]
+    };
+}
+pub(crate) use tests;
+
 /// When `var` is set, be the child: run `child` with its value and exit 0 (a child that
 /// aborts or panics exits otherwise, which its parent checks). Otherwise run `tests` as
 /// libtest does, with libtest's command line (filters, `--skip`, `--list`,
