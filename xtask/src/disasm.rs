@@ -100,7 +100,7 @@ fn section(paths: &Paths) -> Result<String> {
     let mut out = format!(
         "<!-- Written by `cargo xtask disasm --write-docs`; `cargo xtask check-disasm` \
          (.ci/run) fails when the code blocks differ from a fresh run's. -->\n\n\
-         `cargo xtask disasm` at commit `{}`: `cargo +{TOOLCHAIN} build --release`, \
+         `cargo xtask disasm` at commit `{}`: `rustup run {TOOLCHAIN} cargo build --release`, \
          {objdump}, `objdump -d --no-show-raw-insn -M intel -C`; addresses, address \
          operands and symbol hashes stripped.\n",
         machine.git_commit,
@@ -125,20 +125,24 @@ fn build(paths: &Paths) -> Result<()> {
         ],
     ];
     for args in builds {
-        let status = Command::new("cargo")
-            .arg(format!("+{TOOLCHAIN}"))
-            .args(["build", "--release", "--quiet", "--target-dir", TARGET_DIR])
+        // `rustup run`: the pinned toolchain whichever cargo runs xtask; and no flags from
+        // the environment (a `-C target-cpu=native` would change the code).
+        let status = Command::new("rustup")
+            .args(["run", TOOLCHAIN, "cargo", "build", "--release", "--quiet"])
+            .args(["--target-dir", TARGET_DIR])
             .args(args)
             .current_dir(&paths.root)
-            // The pinned toolchain, not the one that runs xtask.
             .env_remove("RUSTC")
             .env_remove("CARGO")
+            .env_remove("RUSTFLAGS")
+            .env_remove("CARGO_ENCODED_RUSTFLAGS")
+            .env_remove("CARGO_BUILD_RUSTFLAGS")
             .status()
-            .context("running cargo")?;
+            .context("running rustup")?;
         ensure!(
             status.success(),
-            "cargo +{TOOLCHAIN} build {} failed ({status}); `rustup toolchain install \
-             {TOOLCHAIN} --profile minimal` if it is missing",
+            "rustup run {TOOLCHAIN} cargo build {} failed ({status}); `rustup toolchain \
+             install {TOOLCHAIN} --profile minimal` if it is missing",
             args.join(" ")
         );
     }
