@@ -2,6 +2,7 @@
 
 mod bench;
 mod checks;
+mod disasm;
 mod fuzz;
 mod install;
 mod pair_count;
@@ -49,6 +50,15 @@ enum Task {
     CheckLoom,
     /// The pure-logic unit tests under Miri (nightly).
     CheckMiri,
+    /// The fast paths as compiled (objdump of the release build with the pinned
+    /// toolchain: `__rust_alloc`, `__rust_dealloc`, `malloc`, `free`), normalized.
+    Disasm {
+        /// Put the listing between the `disasm` markers of docs/ARCHITECTURE.md.
+        #[arg(long)]
+        write_docs: bool,
+    },
+    /// Fail when docs/ARCHITECTURE.md's listing differs from a fresh `disasm`.
+    CheckDisasm,
 }
 
 /// A task's outcome as an exit code, reporting the error if there is one.
@@ -71,5 +81,7 @@ fn main() -> ExitCode {
         Task::CheckTsan => ok(checks::run("check-tsan")),
         Task::CheckLoom => ok(checks::run("check-loom")),
         Task::CheckMiri => ok(checks::run("check-miri")),
+        Task::Disasm { write_docs } => finish(disasm::run(write_docs)),
+        Task::CheckDisasm => finish(disasm::check()),
     }
 }

@@ -2,7 +2,8 @@
 //! must print the same bytes (stdout and stderr) and exit the same way. The run with
 //! hakmem also sets `HAKMEM_STATS=1`, whose summary proves hakmem served the program
 //! (it is taken out of stderr before comparing). A program that is not installed is
-//! skipped with a note; `.ci/run` installs them.
+//! skipped with a note, or fails its test under `CI=true` (tests/common/missing.rs);
+//! `.ci/run` installs them.
 
 mod common;
 

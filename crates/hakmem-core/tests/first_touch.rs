@@ -5,11 +5,13 @@
 //!
 //! To meet inside the set-up on purpose, this binary interposes `getenv` (which the
 //! set-up calls for `HAKMEM_PROFILE`) and, once armed, makes that one lookup slow. Set-up
-//! happens once per process, so the scenario runs in a child process (this binary again,
-//! running only `child_entry`).
+//! happens once per process, so the scenario runs in a child process (this binary again
+//! with `HAKMEM_FIRST_TOUCH_CHILD` set; `harness = false`, crates/hakmem/tests/harness).
 
 #[path = "../../hakmem/tests/common/mod.rs"]
 mod common;
+#[path = "../../hakmem/tests/harness/mod.rs"]
+mod harness;
 
 use hakmem_core::CHUNK_SIZE;
 use hakmem_core::{alloc, dealloc, stats};
@@ -18,6 +20,14 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 const CHILD_VAR: &str = "HAKMEM_FIRST_TOUCH_CHILD";
+
+fn main() {
+    harness::main(
+        CHILD_VAR,
+        child,
+        &harness::tests![a_thread_arriving_during_set_up_is_registered],
+    )
+}
 
 /// Whether the lookup of `HAKMEM_PROFILE` is slowed down.
 static SLOW_PROFILE_LOOKUP: AtomicBool = AtomicBool::new(false);
@@ -46,9 +56,8 @@ pub unsafe extern "C" fn getenv(name: *const c_char) -> *mut c_char {
     unsafe { real(name) }
 }
 
-#[test]
 fn a_thread_arriving_during_set_up_is_registered() {
-    let out = common::this_test_binary("child_entry")
+    let out = common::this_test_binary()
         .env(CHILD_VAR, "1")
         .output()
         .expect("run the child");
@@ -63,11 +72,7 @@ fn a_thread_arriving_during_set_up_is_registered() {
 /// The child: thread A makes the process's first allocation and so runs the set-up (50 ms
 /// with the slow lookup); thread B makes its first allocation meanwhile. Once both have
 /// exited, every superslab must be back in the pool.
-#[test]
-fn child_entry() {
-    if std::env::var_os(CHILD_VAR).is_none() {
-        return;
-    }
+fn child(_: &str) {
     let first = || {
         let p = alloc(48, 16);
         assert!(!p.is_null());

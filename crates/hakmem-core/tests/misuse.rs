@@ -1,30 +1,45 @@
 //! Misuse is reported, not let loose on the heap: `free` and `realloc_unsized` of a
 //! pointer hakmem did not hand out print a message naming it and abort.
 //!
-//! Each case runs in a child process (this test binary again, running only
-//! `child_entry` with `HAKMEM_MISUSE_CASE` set), so that the abort is observed rather
-//! than suffered. A child that survives its misuse prints what became of the heap.
+//! Each case runs in a child process (this test binary again with `HAKMEM_MISUSE_CASE`
+//! set; `harness = false`, crates/hakmem/tests/harness), so that the abort is observed
+//! rather than suffered. A child that survives its misuse prints what became of the heap.
 
 #[path = "../../hakmem/tests/common/mod.rs"]
 mod common;
+#[path = "../../hakmem/tests/harness/mod.rs"]
+mod harness;
 
 use hakmem_core::{alloc, dealloc, free, realloc_unsized};
 
 const CASE_VAR: &str = "HAKMEM_MISUSE_CASE";
 
+fn main() {
+    harness::main(
+        CASE_VAR,
+        child,
+        &harness::tests![
+            free_of_a_foreign_pointer_aborts,
+            realloc_of_a_foreign_pointer_aborts,
+            free_inside_a_large_block_aborts,
+            free_of_a_superslab_header_aborts,
+            double_free_of_a_large_block_aborts,
+            free_inside_a_small_block_aborts,
+        ],
+    )
+}
+
 /// Run `case` in a child and require that it aborts with `message` on stderr.
 #[track_caller]
 fn expect_abort(case: &str, message: &str) {
-    let out = common::run_child("child_entry", CASE_VAR, case, None);
+    let out = common::run_child(CASE_VAR, case, None);
     common::assert_aborted(&out, case, message);
 }
 
-#[test]
 fn free_of_a_foreign_pointer_aborts() {
     expect_abort("foreign-free", "free of a pointer hakmem never handed out");
 }
 
-#[test]
 fn realloc_of_a_foreign_pointer_aborts() {
     expect_abort(
         "foreign-realloc",
@@ -32,38 +47,30 @@ fn realloc_of_a_foreign_pointer_aborts() {
     );
 }
 
-#[test]
 fn free_inside_a_large_block_aborts() {
     expect_abort("large-interior", "not the start of a live block");
 }
 
-#[test]
 fn free_of_a_superslab_header_aborts() {
     expect_abort("header", "not the start of a live block");
 }
 
-#[test]
 fn double_free_of_a_large_block_aborts() {
     expect_abort("large-double", "hakmem: ");
 }
 
 /// `free` promises to report "a pointer hakmem did not hand out"; a pointer into the
 /// middle of a small block is one.
-#[test]
 fn free_inside_a_small_block_aborts() {
     expect_abort("small-interior", "not the start of a live block");
 }
 
-/// The child side: does nothing in a normal run.
-#[test]
-fn child_entry() {
-    let Ok(case) = std::env::var(CASE_VAR) else {
-        return;
-    };
+/// The child: the misuse of `case`.
+fn child(case: &str) {
     let on_stack = [0u8; 64];
     // SAFETY: each case misuses the allocator on purpose; the parent expects the abort.
     unsafe {
-        match case.as_str() {
+        match case {
             "foreign-free" => free(on_stack.as_ptr() as *mut u8),
             "foreign-realloc" => {
                 realloc_unsized(on_stack.as_ptr() as *mut u8, 100);

@@ -1,8 +1,10 @@
 //! Memory goes back to the OS: a large heap of small objects is freed and the process's
 //! RSS (from /proc/self/statm) falls, in each profile. Each profile runs in a child process
-//! (the profile is process-wide): this test binary re-run with `HAKMEM_RETURN_CASE`.
+//! (the profile is process-wide): this test binary re-run with `HAKMEM_RETURN_CASE`
+//! (`harness = false`, tests/harness).
 
 mod common;
+mod harness;
 
 use std::alloc::{GlobalAlloc, Layout};
 
@@ -46,16 +48,21 @@ fn run_case(profile: &str) {
     println!("\nFIGURES {peak} {freed} {idled} {trimmed}");
 }
 
-#[test]
-fn child() {
-    if let Ok(profile) = std::env::var("HAKMEM_RETURN_CASE") {
-        run_case(&profile);
-    }
+fn main() {
+    harness::main(
+        "HAKMEM_RETURN_CASE",
+        run_case,
+        &harness::tests![
+            fast_returns_memory_on_trim,
+            balanced_returns_memory_when_idle,
+            lean_returns_memory_when_idle,
+        ],
+    )
 }
 
 /// RSS at the peak, right after the free, after 2 s of idling, after trim.
 fn measure(profile: &str) -> (usize, usize, usize, usize) {
-    let out = common::this_test_binary("child")
+    let out = common::this_test_binary()
         .env("HAKMEM_RETURN_CASE", profile)
         .output()
         .unwrap();
@@ -80,7 +87,6 @@ fn measure(profile: &str) -> (usize, usize, usize, usize) {
     (v[0], v[1], v[2], v[3])
 }
 
-#[test]
 fn fast_returns_memory_on_trim() {
     let (peak, freed, _, trimmed) = measure("fast");
     // Fast keeps what was freed for reuse (up to the recent peak in use, for 5 s, given
@@ -92,7 +98,6 @@ fn fast_returns_memory_on_trim() {
     );
 }
 
-#[test]
 fn balanced_returns_memory_when_idle() {
     // Kept for reuse right after the free; the background return gives it back within
     // 1.5 s of retain time (1 s) while the program calls nothing.
@@ -103,7 +108,6 @@ fn balanced_returns_memory_when_idle() {
     );
 }
 
-#[test]
 fn lean_returns_memory_when_idle() {
     let (peak, _, idled, _) = measure("lean");
     assert!(

@@ -1,7 +1,26 @@
 //! Misuse is reported and aborts: each case runs in a child process (this test binary
-//! re-run with `HAKMEM_MISUSE=<case>`), and the parent checks the message and the abort.
+//! re-run with `HAKMEM_MISUSE=<case>`; `harness = false`, tests/harness), and the parent
+//! checks the message and the abort.
 
 mod common;
+mod harness;
+
+fn main() {
+    let mut tests = harness::tests![
+        double_free_is_caught_in_checked_mode,
+        immediate_double_free_is_caught_without_checked_mode,
+        foreign_pointer_is_caught,
+        interior_pointer_is_caught,
+        overflow_is_caught,
+        wrong_layout_is_caught,
+        large_interior_pointer_is_caught,
+    ]
+    .to_vec();
+    if cfg!(feature = "checked") {
+        tests.extend(harness::tests![global_alloc_is_checked_with_the_feature]);
+    }
+    harness::main("HAKMEM_MISUSE", run_case, &tests)
+}
 
 /// The misbehaving programs, run in the child.
 fn run_case(case: &str) {
@@ -55,12 +74,11 @@ fn run_case(case: &str) {
             other => panic!("unknown case {other}"),
         }
     }
-    // Reaching here means the misuse went unnoticed.
-    std::process::exit(0);
+    // Returning (the child exits 0) means the misuse went unnoticed.
 }
 
 fn expect_abort(case: &str, message: &str) {
-    let out = common::run_child("child", "HAKMEM_MISUSE", case, None);
+    let out = common::run_child("HAKMEM_MISUSE", case, None);
     common::assert_aborted(&out, case, message);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
@@ -69,52 +87,36 @@ fn expect_abort(case: &str, message: &str) {
     );
 }
 
-#[test]
-fn child() {
-    if let Ok(case) = std::env::var("HAKMEM_MISUSE") {
-        run_case(&case);
-    }
-}
-
-#[test]
 fn double_free_is_caught_in_checked_mode() {
     expect_abort("double-free-checked", "double free");
 }
 
-#[test]
 fn immediate_double_free_is_caught_without_checked_mode() {
     expect_abort("double-free-fast", "double free");
 }
 
-#[test]
 fn foreign_pointer_is_caught() {
     expect_abort("foreign", "never handed out");
 }
 
-#[test]
 fn interior_pointer_is_caught() {
     expect_abort("interior", "interior pointer");
 }
 
-#[test]
 fn overflow_is_caught() {
     expect_abort("overflow", "write past the end");
 }
 
-#[test]
 fn wrong_layout_is_caught() {
     expect_abort("wrong-layout", "layout other than");
 }
 
-#[test]
 fn large_interior_pointer_is_caught() {
     expect_abort("large-interior", "not the start of a live block");
 }
 
 /// With the `checked` feature, `HakMem` itself is checked
 /// (`cargo test -p hakmem --features checked`, which .ci/run runs).
-#[cfg(feature = "checked")]
-#[test]
 fn global_alloc_is_checked_with_the_feature() {
     expect_abort("global-alloc-double-free", "double free");
 }

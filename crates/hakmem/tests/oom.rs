@@ -2,49 +2,55 @@
 //! (`RLIMIT_AS`, as `ulimit -v` sets it, applied in the child before `exec`), a Rust
 //! program whose allocation cannot be met reaches `handle_alloc_error`, whose default
 //! prints "memory allocation of N bytes failed" and aborts, instead of crashing inside
-//! the allocator. Each case runs in a child: this test binary again, running only
-//! `child_entry` with `HAKMEM_OOM_CASE` set.
+//! the allocator. Each case runs in a child: this test binary again with `HAKMEM_OOM_CASE`
+//! set (`harness = false`, tests/harness).
 
 #[path = "common/mod.rs"]
 mod common;
+mod harness;
 
 #[global_allocator]
 static GLOBAL: hakmem::HakMem = hakmem::HakMem;
 
 const CASE_VAR: &str = "HAKMEM_OOM_CASE";
-/// Address space for the child (the test harness takes about 85 MiB of it).
+/// Address space for the child.
 const LIMIT: u64 = 256 << 20;
+
+fn main() {
+    harness::main(
+        CASE_VAR,
+        child,
+        &harness::tests![
+            large_allocations_reach_handle_alloc_error,
+            small_allocations_reach_handle_alloc_error,
+        ],
+    )
+}
 
 /// Run `case` in a child under the limit; it must abort with `message` on stderr.
 #[track_caller]
 fn expect_alloc_error(case: &str, message: &str) {
-    let out = common::run_child("child_entry", CASE_VAR, case, Some(LIMIT));
+    let out = common::run_child(CASE_VAR, case, Some(LIMIT));
     common::assert_aborted(&out, case, message);
 }
 
-#[test]
 fn large_allocations_reach_handle_alloc_error() {
     expect_alloc_error("large", "memory allocation of 16777216 bytes failed");
 }
 
-#[test]
 fn small_allocations_reach_handle_alloc_error() {
     expect_alloc_error("small", "memory allocation of 64 bytes failed");
 }
 
-/// The child side: does nothing in a normal run.
-#[test]
-fn child_entry() {
-    let Ok(case) = std::env::var(CASE_VAR) else {
-        return;
-    };
+/// The child: allocate until an allocation fails.
+fn child(case: &str) {
     let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
     let vm = status
         .lines()
         .find(|l| l.starts_with("VmSize"))
         .unwrap_or("");
     println!("{vm}");
-    match case.as_str() {
+    match case {
         // Vectors of 16 MiB (large mappings), kept until one cannot be had.
         "large" => {
             let mut kept = Vec::with_capacity(1000);

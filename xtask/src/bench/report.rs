@@ -8,7 +8,7 @@ use serde::Serialize;
 
 use super::meta::Meta;
 use super::summary::{self, Stats, Summary};
-use crate::shared::output::{self, csv_field};
+use crate::shared::output::{self, opt, row};
 use crate::shared::table::{align, mib, si};
 use crate::shared::Allocator;
 
@@ -184,37 +184,49 @@ pub fn write_all(dir: &Path, meta: &Meta, summaries: &[Summary], notes: &[String
         results: summaries,
     })?;
     output::write(dir, "results.json", json + "\n")?;
-    output::write(dir, "results.csv", csv(summaries))
+    output::write(dir, "results.csv", csv(summaries)?)
 }
 
-fn csv(summaries: &[Summary]) -> String {
-    let mut out = String::from(
-        "workload,allocator,ops,runs,failures,median_ops_per_sec,min_ops_per_sec,max_ops_per_sec,\
-         cv,vs_mimalloc,median_secs,time_vs_best,peak_rss_kb,os_calls_per_op,skipped\n",
-    );
-    for s in summaries {
-        let st = s.stats.as_ref();
-        let num = |v: Option<f64>| v.map_or(String::new(), |v| v.to_string());
-        let stat = |f: fn(&Stats) -> f64| num(st.map(f));
-        let fields = [
-            s.workload.clone(),
-            s.allocator.name().to_string(),
-            s.ops.to_string(),
-            s.samples.len().to_string(),
-            s.failures.len().to_string(),
-            stat(|st| st.median_ops_per_sec),
-            stat(|st| st.min_ops_per_sec),
-            stat(|st| st.max_ops_per_sec),
-            stat(|st| st.cv),
-            num(st.and_then(|st| st.vs_mimalloc)),
-            stat(|st| st.median_secs),
-            stat(|st| st.time_vs_best),
-            stat(|st| st.peak_rss_kb as f64),
-            num(st.and_then(|st| st.os_calls_per_op)),
-            csv_field(s.skipped.as_deref().unwrap_or("")),
-        ];
-        out += &fields.join(",");
-        out.push('\n');
-    }
-    out
+fn csv(summaries: &[Summary]) -> Result<String> {
+    const HEADER: [&str; 15] = [
+        "workload",
+        "allocator",
+        "ops",
+        "runs",
+        "failures",
+        "median_ops_per_sec",
+        "min_ops_per_sec",
+        "max_ops_per_sec",
+        "cv",
+        "vs_mimalloc",
+        "median_secs",
+        "time_vs_best",
+        "peak_rss_kb",
+        "os_calls_per_op",
+        "skipped",
+    ];
+    output::csv(
+        &HEADER,
+        summaries.iter().map(|s| {
+            let st = s.stats.as_ref();
+            let stat = |f: fn(&Stats) -> f64| opt(st.map(f));
+            row![
+                s.workload,
+                s.allocator.name(),
+                s.ops,
+                s.samples.len(),
+                s.failures.len(),
+                stat(|st| st.median_ops_per_sec),
+                stat(|st| st.min_ops_per_sec),
+                stat(|st| st.max_ops_per_sec),
+                stat(|st| st.cv),
+                opt(st.and_then(|st| st.vs_mimalloc)),
+                stat(|st| st.median_secs),
+                stat(|st| st.time_vs_best),
+                stat(|st| st.peak_rss_kb as f64),
+                opt(st.and_then(|st| st.os_calls_per_op)),
+                s.skipped.as_deref().unwrap_or(""),
+            ]
+        }),
+    )
 }

@@ -3,9 +3,10 @@
 //! all allocators alike. Each round starts at the next allocator, so none always goes first.
 
 use std::process::{Child, ExitStatus};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde::Serialize;
+use wait_timeout::ChildExt;
 
 use super::plan::{Invocation, Plan};
 use crate::shared::child::{command, failure, fields, read_all};
@@ -99,21 +100,17 @@ fn run_once(
     parse_result(&stdout).ok_or_else(|| format!("no RESULT line in output {stdout:?}"))
 }
 
-/// Wait for the child to exit. Its output is one short line, far below a pipe's buffer,
-/// so it cannot block on writing while we wait.
+/// Wait for the child to exit, killing it past `timeout`. Its output is one short line,
+/// far below a pipe's buffer, so it cannot block on writing while we wait.
 fn wait(child: &mut Child, timeout: Duration) -> Result<ExitStatus, String> {
-    let deadline = Instant::now() + timeout;
-    loop {
-        match child.try_wait() {
-            Ok(Some(status)) => return Ok(status),
-            Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(5)),
-            Ok(None) => {
-                let _ = child.kill();
-                let _ = child.wait();
-                return Err(format!("killed after the {}s timeout", timeout.as_secs()));
-            }
-            Err(e) => return Err(format!("waiting for the child: {e}")),
+    match child.wait_timeout(timeout) {
+        Ok(Some(status)) => Ok(status),
+        Ok(None) => {
+            let _ = child.kill();
+            let _ = child.wait();
+            Err(format!("killed after the {}s timeout", timeout.as_secs()))
         }
+        Err(e) => Err(format!("waiting for the child: {e}")),
     }
 }
 

@@ -5,13 +5,14 @@ use std::fmt::Write as _;
 use anyhow::Result;
 
 use super::{gcc, Outcome, Row, C_LOOPS, RUST_OPS};
-use crate::bench::docs::{machine_line, write_marked};
+use crate::shared::docs::{machine_line, write_marked};
 use crate::shared::machine::Machine;
 use crate::shared::table::align;
 use crate::shared::Paths;
 
-pub const BEGIN: &str = "<!-- paircount:begin -->";
-pub const END: &str = "<!-- paircount:end -->";
+/// The section's name: its markers are `<!-- paircount:begin -->` and
+/// `<!-- paircount:end -->`.
+const SECTION: &str = "paircount";
 const PAGE: &str = "docs/ARCHITECTURE.md";
 
 /// How the figures are made, for the terminal and the docs.
@@ -61,10 +62,10 @@ pub fn write_docs(paths: &Paths, machine: &Machine, valgrind: &str, rows: &[Row]
         RUST_OPS.0,
         RUST_OPS.1
     );
-    let _ = writeln!(out, "{}\n", machine_line(machine, &gcc()));
+    let _ = writeln!(out, "{}\n", machine_line(machine, &[&gcc()]));
     let _ = writeln!(out, "```text\n{}```\n", table(rows));
     let _ = writeln!(out, "{METHOD}");
-    write_marked(paths, PAGE, (BEGIN, END), &out)?;
+    write_marked(paths, PAGE, SECTION, &out)?;
     println!("wrote the table into {PAGE}");
     Ok(())
 }

@@ -1,7 +1,6 @@
 //! Where and when a run happened, stored with its results.
 
 use std::process::Command;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde::Serialize;
 
@@ -27,7 +26,7 @@ pub struct Machine {
 impl Machine {
     pub fn now() -> Machine {
         Machine {
-            started: utc_timestamp(unix_now()),
+            started: utc_timestamp(jiff::Timestamp::now()),
             command: std::env::args().skip(1).collect::<Vec<_>>().join(" "),
             git_commit: git_commit(),
             cpu: cpu_model(),
@@ -46,26 +45,9 @@ impl Machine {
     }
 }
 
-fn unix_now() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs())
-}
-
-/// Seconds since 1970 as a UTC date and time (days to civil date: Howard Hinnant's method).
-fn utc_timestamp(secs: u64) -> String {
-    let (days, rem) = ((secs / 86_400) as i64, secs % 86_400);
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    let (h, m, s) = (rem / 3600, rem / 60 % 60, rem % 60);
-    format!("{year:04}-{month:02}-{day:02}T{h:02}:{m:02}:{s:02}Z")
+/// A time as UTC `YYYY-MM-DDTHH:MM:SSZ`.
+fn utc_timestamp(t: jiff::Timestamp) -> String {
+    t.strftime("%Y-%m-%dT%H:%M:%SZ").to_string()
 }
 
 /// The first line a program prints, or "unknown".
@@ -138,8 +120,9 @@ mod tests {
 
     #[test]
     fn timestamps_are_utc_dates() {
-        assert_eq!(utc_timestamp(0), "1970-01-01T00:00:00Z");
-        assert_eq!(utc_timestamp(951_782_400), "2000-02-29T00:00:00Z");
-        assert_eq!(utc_timestamp(1_700_000_000), "2023-11-14T22:13:20Z");
+        let at = |secs| utc_timestamp(jiff::Timestamp::from_second(secs).unwrap());
+        assert_eq!(at(0), "1970-01-01T00:00:00Z");
+        assert_eq!(at(951_782_400), "2000-02-29T00:00:00Z");
+        assert_eq!(at(1_700_000_000), "2023-11-14T22:13:20Z");
     }
 }

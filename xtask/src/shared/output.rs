@@ -23,7 +23,47 @@ pub fn write(dir: &Path, name: &str, contents: impl AsRef<[u8]>) -> Result<()> {
     std::fs::write(&path, contents).with_context(|| format!("writing {}", path.display()))
 }
 
-/// A CSV field: commas, quotes and line breaks become spaces.
-pub fn csv_field(text: &str) -> String {
-    text.replace([',', '"', '\n'], " ")
+/// A CSV file's text: the `header` row, then `rows`; fields quoted where CSV needs it.
+pub fn csv(header: &[&str], rows: impl IntoIterator<Item = Vec<String>>) -> Result<String> {
+    let mut writer = csv::Writer::from_writer(Vec::new());
+    writer.write_record(header)?;
+    for row in rows {
+        writer.write_record(&row)?;
+    }
+    let bytes = writer
+        .into_inner()
+        .map_err(|e| anyhow::anyhow!("writing CSV: {}", e.error()))?;
+    Ok(String::from_utf8(bytes)?)
+}
+
+/// A CSV row: each value as text.
+macro_rules! row {
+    ($($value:expr),* $(,)?) => {
+        vec![$($value.to_string()),*]
+    };
+}
+pub(crate) use row;
+
+/// A CSV field that may be empty.
+pub fn opt(v: Option<impl ToString>) -> String {
+    v.map_or(String::new(), |v| v.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fields_are_quoted_where_csv_needs_it() {
+        let text = csv(
+            &["name", "note"],
+            [
+                row!["a", "plain"],
+                row!["b", "x, \"y\"\nz"],
+                row![3, opt(None::<u8>)],
+            ],
+        )
+        .unwrap();
+        assert_eq!(text, "name,note\na,plain\nb,\"x, \"\"y\"\"\nz\"\n3,\n");
+    }
 }

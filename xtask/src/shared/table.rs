@@ -1,4 +1,4 @@
-//! Tables on the terminal.
+//! Tables on the terminal and in the docs.
 
 use std::fmt::Write as _;
 
@@ -39,6 +39,22 @@ pub fn align<const N: usize>(rows: &[[String; N]], text: usize) -> String {
     out
 }
 
+/// A Markdown table: the first row is the header.
+pub fn markdown<const N: usize>(rows: &[[String; N]]) -> String {
+    let line = |cells: &[String]| format!("| {} |\n", cells.join(" | "));
+    let mut out = String::new();
+    if let Some((header, body)) = rows.split_first() {
+        out.push_str(&line(header));
+        out.push_str(&line(
+            &[const { String::new() }; N].map(|_| "---".to_string()),
+        ));
+        for row in body {
+            out.push_str(&line(row));
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -53,5 +69,9 @@ mod tests {
         assert_eq!(si(1234.0), "1.2k");
         assert_eq!(si(2.5e9), "2.50G");
         assert_eq!(mib(1536), "1.5 MiB");
+        assert_eq!(
+            markdown(&rows),
+            "| name | n |\n| --- | --- |\n| ab | 1234 |\n"
+        );
     }
 }

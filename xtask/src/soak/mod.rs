@@ -1,7 +1,8 @@
 //! `cargo xtask soak`: keep a workload going in one process per allocator (and per hakmem
 //! profile) for a while, record ops/s and RSS epoch by epoch, and report drift, throughput
 //! spread, OS calls and how fast memory goes back after a free, as a table, CSV, JSON and
-//! an SVG plot under `target/soak/`.
+//! an SVG plot under `target/soak/`; with `--write-docs NAME`, its tables into a marked
+//! section of docs/MEMORY.md.
 //!
 //! The runs go one after another, never two at once: on a small machine concurrent runs
 //! would measure each other.
@@ -20,7 +21,10 @@ use anyhow::{ensure, Result};
 use clap::Args;
 use serde::Serialize;
 
-use crate::shared::{build, output, unique_or_all, Allocator, Paths, Profile};
+use crate::shared::{build, docs, output, unique_or_all, Allocator, Paths, Profile};
+
+/// The page `--write-docs` writes into.
+const DOCS_PAGE: &str = "docs/MEMORY.md";
 
 #[derive(Args, Debug)]
 pub struct SoakArgs {
@@ -55,6 +59,10 @@ pub struct SoakArgs {
     /// Seconds past the duration after which a run is killed and counted as failed.
     #[arg(long, default_value_t = 60)]
     timeout: u64,
+    /// Put the run's tables, with the commit, time and machine, between the
+    /// `<!-- NAME:begin -->` and `<!-- NAME:end -->` markers of docs/MEMORY.md.
+    #[arg(long, value_name = "NAME")]
+    write_docs: Option<String>,
 }
 
 impl SoakArgs {
@@ -135,6 +143,11 @@ pub fn run(args: SoakArgs) -> Result<ExitCode> {
     let dir = output::run_dir(&paths.soak(), &meta.machine)?;
     report::write_all(&dir, &meta, &plan, &traces, &summaries)?;
     chart::write(&dir.join("chart.svg"), &plan.series, &traces)?;
+    if let Some(name) = &args.write_docs {
+        let section = report::docs_section(&meta, &summaries, &plan.notes);
+        docs::write_marked(&paths, DOCS_PAGE, name, &section)?;
+        println!("wrote the tables into {DOCS_PAGE} (section {name})");
+    }
     println!(
         "\nresults: {}/{{summary.csv,epochs.csv,marks.csv,returns.csv,results.json,chart.svg}}",
         dir.display()

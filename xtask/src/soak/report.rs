@@ -10,8 +10,9 @@ use super::plan::{Plan, Series};
 use super::run::Trace;
 use super::summary::{Return, Stats, Summary, RETURNED};
 use super::Meta;
-use crate::shared::output::{self, csv_field};
-use crate::shared::table::{align, mib, si};
+use crate::shared::docs::machine_line;
+use crate::shared::output::{self, opt, row};
+use crate::shared::table::{align, markdown, mib, si};
 
 const HEADER: [&str; 9] = [
     "workload",
@@ -26,9 +27,55 @@ const HEADER: [&str; 9] = [
 ];
 
 pub fn print_table(summaries: &[Summary], notes: &[String]) {
-    let mut rows = vec![HEADER.map(String::from)];
-    rows.extend(summaries.iter().map(row));
-    println!("\n{}", align(&rows, 2));
+    let (main, returns) = tables(summaries);
+    println!("\n{}", align(&main, 2));
+    if !returns.is_empty() {
+        println!("{}", align(&returns, 3));
+    }
+    for line in remarks(summaries, notes) {
+        println!("{line}");
+    }
+}
+
+/// The run's section of the docs (`--write-docs NAME`): how and where it ran, its tables
+/// in Markdown and the remarks of the terminal's.
+pub fn docs_section(meta: &Meta, summaries: &[Summary], notes: &[String]) -> String {
+    let m = &meta.machine;
+    let mut out = format!(
+        "<!-- Written by `cargo xtask soak ... --write-docs`; the next such run replaces \
+         everything between the markers. -->\n\n\
+         `cargo xtask {}` at commit `{}`, started {} (UTC); {}; warm-up: the first {} \
+         epochs of {} s; hakmem's profile without --profile: {}.\n\n{}\n\n",
+        m.command,
+        m.git_commit,
+        m.started,
+        meta.order,
+        meta.warm_up_epochs,
+        meta.epoch_secs,
+        meta.hakmem_profile,
+        machine_line(m, &[]),
+    );
+    let (main, returns) = tables(summaries);
+    out.push_str(&markdown(&main));
+    if !returns.is_empty() {
+        out.push('\n');
+        out.push_str(&markdown(&returns));
+    }
+    let remarks = remarks(summaries, notes);
+    if !remarks.is_empty() {
+        out.push('\n');
+        for line in remarks {
+            out.push_str(&format!("- {line}\n"));
+        }
+    }
+    out
+}
+
+/// The table of every run, and that of memory returns (empty when no run freed in
+/// phases); each with its header row.
+fn tables(summaries: &[Summary]) -> (Vec<[String; 9]>, Vec<[String; 3]>) {
+    let mut main = vec![HEADER.map(String::from)];
+    main.extend(summaries.iter().map(row));
     let returns: Vec<[String; 3]> = summaries
         .iter()
         .filter(|s| !s.returns.is_empty())
@@ -40,26 +87,33 @@ pub fn print_table(summaries: &[Summary], notes: &[String]) {
             ]
         })
         .collect();
-    if !returns.is_empty() {
-        let title = format!(
-            "RSS under {}% of the phase's peak after each free",
-            RETURNED * 100.0
-        );
-        let mut rows = vec![["run".to_string(), title, "RSS after trim".to_string()]];
-        rows.extend(returns);
-        println!("{}", align(&rows, 3));
+    if returns.is_empty() {
+        return (main, returns);
     }
+    let title = format!(
+        "RSS under {}% of the phase's peak after each free",
+        RETURNED * 100.0
+    );
+    let mut with_header = vec![["run".to_string(), title, "RSS after trim".to_string()]];
+    with_header.extend(returns);
+    (main, with_header)
+}
+
+/// The notes below the tables: what is left out, the plan's notes, the failed runs.
+fn remarks(summaries: &[Summary], notes: &[String]) -> Vec<String> {
+    let mut out = Vec::new();
     if summaries.iter().any(|s| !s.steady) {
-        println!("note: phases idles on purpose: drift and epoch throughput are left out above (they are in summary.csv)");
+        out.push("note: phases idles on purpose: drift and epoch throughput are left out above (they are in summary.csv)".to_string());
     }
-    for note in notes {
-        println!("note: {note}");
-    }
-    for s in summaries {
-        if let Some(why) = &s.failure {
-            println!("failed: {}: {why}", s.series.name());
-        }
-    }
+    out.extend(notes.iter().map(|note| format!("note: {note}")));
+    out.extend(summaries.iter().filter_map(|s| {
+        Some(format!(
+            "failed: {}: {}",
+            s.series.name(),
+            s.failure.as_ref()?
+        ))
+    }));
+    out
 }
 
 fn row(s: &Summary) -> [String; 9] {
@@ -133,97 +187,117 @@ pub fn write_all(
         results: summaries,
     })?;
     output::write(dir, "results.json", json + "\n")?;
-    output::write(dir, "summary.csv", summary_csv(summaries))?;
+    output::write(dir, "summary.csv", summary_csv(summaries)?)?;
     let pairs = || plan.series.iter().zip(traces);
-    output::write(
-        dir,
-        "epochs.csv",
-        per_series(
-            "t,secs,ops,ops_per_sec,rss_kb,in_use_kb,os_calls",
-            pairs().map(|(s, t)| {
-                let rows = t.epochs.iter().map(|e| {
-                    let (in_use, calls) = (opt(e.in_use_kb), opt(e.os_calls));
-                    let rate = e.ops_per_sec();
-                    let (t, secs, ops, rss) = (e.t, e.secs, e.ops, e.rss_kb);
-                    format!("{t},{secs},{ops},{rate},{rss},{in_use},{calls}")
-                });
-                (s, rows.collect())
-            }),
-        ),
+    let epochs = per_series(
+        &[
+            "t",
+            "secs",
+            "ops",
+            "ops_per_sec",
+            "rss_kb",
+            "in_use_kb",
+            "os_calls",
+        ],
+        pairs().map(|(s, t)| {
+            let rows = t.epochs.iter().map(|e| {
+                row![
+                    e.t,
+                    e.secs,
+                    e.ops,
+                    e.ops_per_sec(),
+                    e.rss_kb,
+                    opt(e.in_use_kb),
+                    opt(e.os_calls)
+                ]
+            });
+            (s, rows.collect())
+        }),
     )?;
-    output::write(
-        dir,
-        "marks.csv",
-        per_series(
-            "t,what,block,rss_kb,in_use_kb",
-            pairs().map(|(s, t)| {
-                let rows = t.marks.iter().map(|m| {
-                    let (t, what, block, rss) = (m.t, &m.what, m.block, m.rss_kb);
-                    format!("{t},{what},{block},{rss},{}", opt(m.in_use_kb))
-                });
-                (s, rows.collect())
-            }),
-        ),
+    output::write(dir, "epochs.csv", epochs)?;
+    let marks = per_series(
+        &["t", "what", "block", "rss_kb", "in_use_kb"],
+        pairs().map(|(s, t)| {
+            let rows = t
+                .marks
+                .iter()
+                .map(|m| row![m.t, m.what, m.block, m.rss_kb, opt(m.in_use_kb)]);
+            (s, rows.collect())
+        }),
     )?;
-    output::write(
-        dir,
-        "returns.csv",
-        per_series(
-            "block,freed_at,peak_rss_kb,freed_rss_kb,trimmed_rss_kb,secs_to_tenth,watched_secs",
-            summaries.iter().map(|s| {
-                let rows = s.returns.iter().map(|r| {
-                    format!(
-                        "{},{},{},{},{},{},{}",
-                        r.block,
-                        r.freed_at,
-                        r.peak_rss_kb,
-                        r.freed_rss_kb,
-                        opt(r.trimmed_rss_kb),
-                        opt(r.secs_to_tenth),
-                        r.watched_secs
-                    )
-                });
-                (&s.series, rows.collect())
-            }),
-        ),
-    )
-}
-
-/// A CSV field that may be empty.
-fn opt(v: Option<impl ToString>) -> String {
-    v.map_or(String::new(), |v| v.to_string())
+    output::write(dir, "marks.csv", marks)?;
+    let returns = per_series(
+        &[
+            "block",
+            "freed_at",
+            "peak_rss_kb",
+            "freed_rss_kb",
+            "trimmed_rss_kb",
+            "secs_to_tenth",
+            "watched_secs",
+        ],
+        summaries.iter().map(|s| {
+            let rows = s.returns.iter().map(|r| {
+                row![
+                    r.block,
+                    r.freed_at,
+                    r.peak_rss_kb,
+                    r.freed_rss_kb,
+                    opt(r.trimmed_rss_kb),
+                    opt(r.secs_to_tenth),
+                    r.watched_secs
+                ]
+            });
+            (&s.series, rows.collect())
+        }),
+    )?;
+    output::write(dir, "returns.csv", returns)
 }
 
 /// A CSV whose rows start with the series (workload, allocator, profile).
 fn per_series<'a>(
-    columns: &str,
-    series: impl Iterator<Item = (&'a Series, Vec<String>)>,
-) -> String {
-    let mut out = format!("workload,allocator,profile,{columns}\n");
-    for (s, rows) in series {
+    columns: &[&str],
+    series: impl Iterator<Item = (&'a Series, Vec<Vec<String>>)>,
+) -> Result<String> {
+    let header: Vec<&str> = ["workload", "allocator", "profile"]
+        .into_iter()
+        .chain(columns.iter().copied())
+        .collect();
+    let rows = series.flat_map(|(s, rows)| {
         let profile = s.profile.map_or("", |p| p.name());
-        for row in rows {
-            out += &format!(
-                "{},{},{profile},{row}\n",
-                csv_field(&s.workload),
-                s.allocator.name()
-            );
-        }
-    }
-    out
+        rows.into_iter().map(move |row| {
+            row![s.workload, s.allocator.name(), profile]
+                .into_iter()
+                .chain(row)
+                .collect()
+        })
+    });
+    output::csv(&header, rows)
 }
 
-fn summary_csv(summaries: &[Summary]) -> String {
-    let columns = "epochs,warm_up_epochs,peak_rss_kb,first_rss_kb,last_rss_kb,drift,\
-                   p50_ops_per_sec,p1_ops_per_sec,p99_ops_per_sec,cv,os_calls_per_op,\
-                   frees,frees_back_under_tenth,max_secs_to_tenth,failure";
+fn summary_csv(summaries: &[Summary]) -> Result<String> {
+    let columns = [
+        "epochs",
+        "warm_up_epochs",
+        "peak_rss_kb",
+        "first_rss_kb",
+        "last_rss_kb",
+        "drift",
+        "p50_ops_per_sec",
+        "p1_ops_per_sec",
+        "p99_ops_per_sec",
+        "cv",
+        "os_calls_per_op",
+        "frees",
+        "frees_back_under_tenth",
+        "max_secs_to_tenth",
+        "failure",
+    ];
     per_series(
-        columns,
+        &columns,
         summaries.iter().map(|s| {
-            let stats = s.stats.as_ref().map_or(",,,,,,,,,,".to_string(), |st| {
-                let calls = opt(st.os_calls_per_op);
-                format!(
-                    "{},{},{},{},{},{},{},{},{},{},{calls}",
+            let stats = s.stats.as_ref().map_or(vec![String::new(); 11], |st| {
+                row![
                     st.epochs,
                     st.warm_up_epochs,
                     st.peak_rss_kb,
@@ -233,18 +307,17 @@ fn summary_csv(summaries: &[Summary]) -> String {
                     st.p50_ops_per_sec,
                     st.p1_ops_per_sec,
                     st.p99_ops_per_sec,
-                    st.cv
-                )
+                    st.cv,
+                    opt(st.os_calls_per_op)
+                ]
             });
             let back: Vec<f64> = s.returns.iter().filter_map(|r| r.secs_to_tenth).collect();
             let max = back.iter().copied().reduce(f64::max);
-            let failure = csv_field(s.failure.as_deref().unwrap_or(""));
-            let row = format!(
-                "{stats},{},{},{},{failure}",
-                s.returns.len(),
-                back.len(),
-                opt(max)
-            );
+            let failure = s.failure.as_deref().unwrap_or("");
+            let row = stats
+                .into_iter()
+                .chain(row![s.returns.len(), back.len(), opt(max), failure])
+                .collect();
             (&s.series, vec![row])
         }),
     )

@@ -2,6 +2,10 @@
 //! under `tests/c`, running commands with and without `LD_PRELOAD`.
 #![allow(dead_code)] // each test binary uses its own subset
 
+mod missing;
+#[allow(unused_imports)] // as above
+pub use missing::skip_without;
+
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -102,23 +106,6 @@ pub fn scratch(name: &str) -> PathBuf {
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).expect("scratch folder");
     dir
-}
-
-/// Whether `program` can be run (it answers `--version`).
-pub fn have(program: &str) -> bool {
-    Command::new(program)
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success())
-}
-
-/// Print a note and return true when `program` is missing (the caller then skips).
-pub fn skip_without(program: &str) -> bool {
-    if have(program) {
-        return false;
-    }
-    eprintln!("note: `{program}` is not installed; skipping (.ci/run installs it)");
-    true
 }
 
 /// Compile `tests/c/<name>` (a `.c` or `.cpp` file) into an executable with `compiler`

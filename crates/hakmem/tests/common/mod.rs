@@ -249,29 +249,28 @@ impl Drop for Block {
 /// it too, since without binfmt_misc the kernel cannot run a foreign binary.
 pub const RUNNER_VAR: &str = "HAKMEM_TEST_RUNNER";
 
-/// A command that runs this test binary again: only the test `entry`, one thread, its
-/// output not captured; under the emulator of [`RUNNER_VAR`] if one is set.
-pub fn this_test_binary(entry: &str) -> Command {
+/// A command that runs this test binary again (a `harness = false` binary whose `main`,
+/// tests/harness, turns into the child when the caller sets the child's variable); under
+/// the emulator of [`RUNNER_VAR`] if one is set.
+pub fn this_test_binary() -> Command {
     let exe = std::env::current_exe().expect("test binary");
     let runner = std::env::var(RUNNER_VAR).unwrap_or_default();
     let mut words = runner.split_whitespace();
-    let mut cmd = match words.next() {
+    match words.next() {
         Some(emulator) => {
             let mut cmd = Command::new(emulator);
             cmd.args(words).arg(exe);
             cmd
         }
         None => Command::new(exe),
-    };
-    cmd.args(["--exact", entry, "--nocapture", "--test-threads=1"]);
-    cmd
+    }
 }
 
-/// Run this test binary again in a child that runs only the test `entry` (which acts when
-/// `var` is set), with `var=case`, no core dumps, and at most `address_space` bytes of
-/// address space if given (`RLIMIT_AS`, as `ulimit -v` sets it).
-pub fn run_child(entry: &str, var: &str, case: &str, address_space: Option<u64>) -> Output {
-    let mut cmd = this_test_binary(entry);
+/// Run this test binary again as the child of `var` (tests/harness), with `var=case`, no
+/// core dumps, and at most `address_space` bytes of address space if given (`RLIMIT_AS`,
+/// as `ulimit -v` sets it).
+pub fn run_child(var: &str, case: &str, address_space: Option<u64>) -> Output {
+    let mut cmd = this_test_binary();
     cmd.env(var, case);
     // SAFETY: setrlimit is async-signal-safe and touches no memory of the parent.
     unsafe {
