@@ -1,6 +1,9 @@
 //! Where the calling thread's [`ThreadCache`] lives: one direct thread-local access.
 //!
 //! - With the `nightly` feature: a `#[thread_local]` static.
+//! - Under Miri or loom (`cfg(miri)`, `cfg(loom)`), which run no inline assembly: std's
+//!   `thread_local!` (a const-initialised cell with no destructor, so it stays valid while
+//!   the thread-exit hook runs).
 //! - Otherwise, on x86-64 and AArch64 Linux (glibc or musl): an *initial-exec* TLS slot
 //!   declared in assembly. In an executable the linker relaxes it to
 //!   `mov %fs:0,%rax; add $off,%rax` (AArch64: `mrs tpidr_el0` plus a constant); in a
@@ -29,8 +32,26 @@ mod imp {
     }
 }
 
+#[cfg(all(not(feature = "nightly"), any(miri, loom)))]
+mod imp {
+    extern crate std;
+
+    use super::ThreadCache;
+    use core::cell::UnsafeCell;
+
+    std::thread_local! {
+        static CACHE: UnsafeCell<ThreadCache> = const { UnsafeCell::new(ThreadCache::EMPTY) };
+    }
+
+    #[inline(always)]
+    pub fn cache() -> *mut ThreadCache {
+        CACHE.with(UnsafeCell::get)
+    }
+}
+
 #[cfg(all(
     not(feature = "nightly"),
+    not(any(miri, loom)),
     any(target_arch = "x86_64", target_arch = "aarch64"),
     target_os = "linux"
 ))]
