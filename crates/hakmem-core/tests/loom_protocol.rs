@@ -223,13 +223,12 @@ fn owner_rounds(slab: &Arc<Slab>, rounds: usize) {
     .unwrap();
 }
 
-/// Two frees from another thread, two separate pushes, while the owner collects: the
-/// owner's take must not lose a block pushed between its look and its take.
-#[test]
-fn remote_frees_race_the_owners_collection() {
-    model(|| {
-        let slab = Arc::new(Slab::new(2));
-        let bs = blocks(2);
+/// A thread that frees `n` blocks of an owner's slab, one push each, while the owner
+/// makes `rounds` passes of `collect_pending`; then the owner settles the slab.
+fn pusher_races_owner(n: usize, rounds: usize) {
+    model(move || {
+        let slab = Arc::new(Slab::new(n as u32));
+        let bs = blocks(n);
         let pusher = {
             let (slab, bs) = (slab.clone(), bs.clone());
             thread::spawn(move || {
@@ -238,7 +237,7 @@ fn remote_frees_race_the_owners_collection() {
                 }
             })
         };
-        owner_rounds(&slab, 1);
+        owner_rounds(&slab, rounds);
         pusher.join().unwrap();
         slab.with_local(|l| slab.settle(l));
         slab.check(&bs);
@@ -246,23 +245,18 @@ fn remote_frees_race_the_owners_collection() {
     });
 }
 
+/// Two frees from another thread, two separate pushes, while the owner collects: the
+/// owner's take must not lose a block pushed between its look and its take.
+#[test]
+fn remote_frees_race_the_owners_collection() {
+    pusher_races_owner(2, 1);
+}
+
 /// The last block comes home from another thread while the owner collects and releases
 /// the slab when it is empty: the pusher must be done with the slab by then.
 #[test]
 fn a_slab_is_released_only_after_its_last_pusher_is_done() {
-    model(|| {
-        let slab = Arc::new(Slab::new(1));
-        let bs = blocks(1);
-        let pusher = {
-            let (slab, b) = (slab.clone(), bs[0]);
-            thread::spawn(move || slab.remote_free(b))
-        };
-        owner_rounds(&slab, 2);
-        pusher.join().unwrap();
-        slab.with_local(|l| slab.settle(l));
-        slab.check(&bs);
-        free_blocks(bs);
-    });
+    pusher_races_owner(1, 2);
 }
 
 /// A full slab (on no partial list) whose one block comes back from another thread: only
@@ -270,19 +264,7 @@ fn a_slab_is_released_only_after_its_last_pusher_is_done() {
 /// ran between the pusher's flag and its push.
 #[test]
 fn a_pending_flag_outlives_a_drain_that_found_nothing() {
-    model(|| {
-        let slab = Arc::new(Slab::new(1));
-        let bs = blocks(1);
-        let pusher = {
-            let (slab, b) = (slab.clone(), bs[0]);
-            thread::spawn(move || slab.remote_free(b))
-        };
-        owner_rounds(&slab, 1);
-        pusher.join().unwrap();
-        slab.with_local(|l| slab.settle(l));
-        slab.check(&bs);
-        free_blocks(bs);
-    });
+    pusher_races_owner(1, 1);
 }
 
 /// The owner frees one block itself and abandons the superslab (`pool::abandon`: owner
