@@ -113,7 +113,7 @@ fn seeded_sequences_spread_over_threads() {
 }
 
 /// Ops in each of the short sequences below (`HAKMEM_SHORT_OPS` sets another number).
-const SHORT_OPS: u64 = 40;
+const SHORT_OPS: u64 = 24;
 
 /// Short sequences: what Miri runs (`cargo xtask check-miri`), where each op is
 /// interpreted, to check the real thread cache, heap, superslab, remote-free and large
