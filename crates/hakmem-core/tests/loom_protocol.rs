@@ -174,7 +174,10 @@ impl Slab {
             let mut all = blocks.to_vec();
             all.sort();
             assert_eq!(home, all, "blocks lost or delivered twice");
-            assert_eq!(l.used, 0, "a block came home uncounted, or a count was lost");
+            assert_eq!(
+                l.used, 0,
+                "a block came home uncounted, or a count was lost"
+            );
             assert!(l.released, "the empty slab was not released");
             assert!(
                 self.remote.is_empty(),
@@ -206,7 +209,10 @@ fn model(f: impl Fn() + Sync + Send + 'static) {
         counted.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         f()
     });
-    eprintln!("loom explored {} executions", runs.load(std::sync::atomic::Ordering::Relaxed));
+    eprintln!(
+        "loom explored {} executions",
+        runs.load(std::sync::atomic::Ordering::Relaxed)
+    );
 }
 
 /// The owner's `rounds` passes of `collect_pending`, on a thread of its own (so that

@@ -151,14 +151,20 @@ fn short_sequences_spread_over_threads() {
 /// The short sequences make every kind of block the Miri run must see.
 #[test]
 fn short_sequences_cover_small_mid_and_large_blocks() {
-    let ops: Vec<Op> = SHORT_SEEDS.iter().flat_map(|&s| short_sequence(s)).collect();
+    let ops: Vec<Op> = SHORT_SEEDS
+        .iter()
+        .flat_map(|&s| short_sequence(s))
+        .collect();
     let sizes = |f: fn(usize) -> bool| {
         ops.iter().any(|op| {
             matches!(*op, Op::Alloc { size, .. } | Op::Realloc { new_size: size, .. } if f(size))
         })
     };
     assert!(sizes(|s| s <= 1024), "no small block");
-    assert!(sizes(|s| (1025..=64 * 1024).contains(&s)), "no mid-size block");
+    assert!(
+        sizes(|s| (1025..=64 * 1024).contains(&s)),
+        "no mid-size block"
+    );
     assert!(sizes(|s| s > 64 * 1024), "no large block");
     assert!(ops.iter().any(|op| matches!(op, Op::Realloc { .. })));
     assert!(ops
