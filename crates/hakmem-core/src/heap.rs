@@ -363,9 +363,11 @@ impl Heap {
         let _ = s.release_slab(m);
         if s.is_empty() && self.owned_count.get() > 1 {
             self.unlink_owned(s);
-            // SAFETY: empty (every slab's `used` was 0, so no remote push is pending);
-            // a pointer from the superslab's own address, which the pool may unmap.
-            unsafe { pool::release_empty(ss.cast_mut()) };
+            // The pool's pointer is made from the superslab's address, as every pointer
+            // to a chunk is (`SuperSlab::of`), not from a shared reference: the pool
+            // writes through it (`SuperSlab::init` when the chunk is reused).
+            // SAFETY: empty (every slab's `used` was 0, so no remote push is pending).
+            unsafe { pool::release_empty(SuperSlab::of(ss as usize)) };
             return true;
         }
         false
