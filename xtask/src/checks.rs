@@ -41,7 +41,9 @@ const CHECKS: [Check; 3] = [
             tsan_test!("--test", "shadow_model", "--", "spread_over_threads"),
         ],
     },
-    // loom explores the interleavings of the remote-free list (crates/hakmem-core/tests/loom.rs).
+    // loom explores the interleavings of the remote-free list (crates/hakmem-core/tests/loom.rs)
+    // and of the whole cross-thread free protocol: collection, slab release, adoption
+    // (tests/loom_protocol.rs).
     Check {
         name: "check-loom",
         env: &[("RUSTFLAGS", "--cfg loom")],
@@ -51,33 +53,69 @@ const CHECKS: [Check; 3] = [
             "hakmem-core",
             "--test",
             "loom",
+            "--test",
+            "loom_protocol",
             "--release",
             "--target-dir",
             "target/loom",
         ]],
     },
-    // Miri over the pure-logic unit tests (no system calls).
+    // Miri over the pure-logic unit tests, then the real allocator on the model platform
+    // layer (os/model.rs): a large block's whole life, and the shadow model's short
+    // sequences on one thread and spread over two (thread cache, heap, superslab,
+    // remote frees, large blocks). Hakmem's pointers pass through integers (chunk bases,
+    // block links), hence permissive provenance; the thread caches of exited threads
+    // and the pool's memory stay mapped at exit, hence ignore-leaks.
     Check {
         name: "check-miri",
-        env: &[],
-        runs: &[&[
-            "+nightly",
-            "miri",
-            "test",
-            "-p",
-            "hakmem-core",
-            "--lib",
-            "--target-dir",
-            "target/miri",
-            "--",
-            "size_class",
-            "remote::",
-            "sync::",
-            "config::",
-            "superslab::tests::spans",
-            "superslab::tests::span_table",
-            "chunk_map",
-        ]],
+        env: &[(
+            "MIRIFLAGS",
+            "-Zmiri-permissive-provenance -Zmiri-ignore-leaks",
+        )],
+        runs: &[
+            &[
+                "+nightly",
+                "miri",
+                "test",
+                "-p",
+                "hakmem-core",
+                "--lib",
+                "--target-dir",
+                "target/miri",
+                "--",
+                "size_class",
+                "remote::",
+                "sync::",
+                "config::",
+                "superslab::tests::spans",
+                "superslab::tests::span_table",
+                "chunk_map",
+            ],
+            &[
+                "+nightly",
+                "miri",
+                "test",
+                "-p",
+                "hakmem-core",
+                "--test",
+                "large_blocks",
+                "--target-dir",
+                "target/miri",
+            ],
+            &[
+                "+nightly",
+                "miri",
+                "test",
+                "-p",
+                "hakmem",
+                "--test",
+                "shadow_model",
+                "--target-dir",
+                "target/miri",
+                "--",
+                "short_sequences",
+            ],
+        ],
     },
 ];
 

@@ -195,10 +195,17 @@ impl Heap {
 
     /// After blocks came back to `meta`: release it when empty, else make it findable.
     /// True when that gave the whole superslab back to the pool.
-    fn after_return(&self, ss: &SuperSlab, meta: &SlabMeta) -> bool {
-        if meta.used() == 0 {
+    ///
+    /// Raw pointers, not references: releasing the slab may give the superslab to the
+    /// pool, which may unmap it before this returns, and a reference argument would be
+    /// asserted live for the whole call.
+    fn after_return(&self, ss: *const SuperSlab, meta: *const SlabMeta) -> bool {
+        // SAFETY: our live slab; the reference ends before the slab can be released.
+        let m = unsafe { &*meta };
+        if m.used() == 0 {
             return self.release_slab(ss, meta);
         }
+        let meta = m;
         if !meta.in_partial() {
             self.push_partial(meta.class(), meta);
         }
@@ -354,16 +361,24 @@ impl Heap {
 
     /// An empty slab goes back to its superslab; a superslab left empty goes back to the
     /// pool, unless it is the only one we own (then true is returned).
-    fn release_slab(&self, ss: &SuperSlab, meta: &SlabMeta) -> bool {
-        if meta.in_partial() {
-            self.unlink_partial(meta.class(), meta);
+    ///
+    /// Raw pointers for the reason given at [`Heap::after_return`].
+    fn release_slab(&self, ss: *const SuperSlab, meta: *const SlabMeta) -> bool {
+        // SAFETY: our live superslab and slab; the references are not used once the
+        // superslab may go to the pool.
+        let (s, m) = unsafe { (&*ss, &*meta) };
+        if m.in_partial() {
+            self.unlink_partial(m.class(), m);
         }
         // SAFETY: by the caller, `ss` is ours and `meta` one of its spans.
-        let _ = unsafe { ss.release_slab(meta) };
-        if ss.is_empty() && self.owned_count.get() > 1 {
-            self.unlink_owned(ss);
+        let _ = unsafe { s.release_slab(m) };
+        if s.is_empty() && self.owned_count.get() > 1 {
+            self.unlink_owned(s);
+            // The pool's pointer is made from the superslab's address, as every pointer
+            // to a chunk is (`SuperSlab::of`), not from a shared reference: the pool
+            // writes through it (`SuperSlab::init` when the chunk is reused).
             // SAFETY: empty (every slab's `used` was 0, so no remote push is pending).
-            unsafe { pool::release_empty(ss as *const SuperSlab as *mut SuperSlab) };
+            unsafe { pool::release_empty(SuperSlab::of(ss as usize)) };
             return true;
         }
         false

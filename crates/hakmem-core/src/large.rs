@@ -30,7 +30,7 @@ use crate::config;
 use crate::os::{self, PAGE_SIZE};
 use crate::retain;
 use crate::sync::{AtomicUsize, Ordering, SpinLock};
-use core::ptr::null_mut;
+use core::ptr::{null_mut, NonNull};
 
 /// Largest alignment served (the user pointer must stay in the first chunk).
 pub const MAX_ALIGN: usize = CHUNK_SIZE / 2;
@@ -137,30 +137,60 @@ unsafe fn write_header(base: usize, map_size: usize, offset: usize, requested: u
     }
 }
 
-/// The header of the large block `p`, if `p` is exactly the user pointer of a live one.
+/// A live large block, named by its header.
+///
+/// A raw handle, not a reference: the header lies in the block's own mapping, which
+/// [`free`] caches (and another thread may then hand out or unmap) and [`realloc`] may
+/// move, and both write it. Every read and write goes through the raw pointer, so nothing
+/// asserts the header unchanged or mapped past the call that uses it.
+///
+/// Invariant: the pointer is the base of a large mapping whose header passed
+/// [`header_of`]'s check, and the block is live for as long as the handle is used.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Large(NonNull<LargeHeader>);
+
+/// The large block whose user pointer is exactly `p`, if it is live.
 ///
 /// # Safety
 /// The chunk of `p` holds a hakmem header whose class map says LARGE.
-pub unsafe fn header_of(p: *mut u8) -> Option<&'static LargeHeader> {
+pub unsafe fn header_of(p: *mut u8) -> Option<Large> {
     let base = chunk_map::chunk_base(p as usize);
-    // SAFETY: by the caller, a large header is mapped at `base`.
-    let h = unsafe { &*(base as *const LargeHeader) };
-    (h.magic == MAGIC ^ base && base + h.offset == p as usize).then_some(h)
+    let h = base as *mut LargeHeader;
+    // SAFETY: by the caller, a large header is mapped at `base`; raw reads, no reference.
+    let (magic, offset) = unsafe { ((*h).magic, (*h).offset) };
+    let live = magic == MAGIC ^ base && base.wrapping_add(offset) == p as usize;
+    // `base` is not null: a chunk holds the mapped header.
+    live.then(|| Large(NonNull::new(h).expect("a mapped header is not at address 0")))
 }
 
-impl LargeHeader {
-    fn base(&self) -> usize {
-        self as *const _ as usize
+impl Large {
+    fn ptr(self) -> *mut LargeHeader {
+        self.0.as_ptr()
+    }
+
+    fn base(self) -> usize {
+        self.ptr() as usize
+    }
+
+    fn map_size(self) -> usize {
+        // SAFETY: the handle's invariant: a live block's header.
+        unsafe { (*self.ptr()).map_size }
+    }
+
+    fn requested(self) -> usize {
+        // SAFETY: as in `map_size`.
+        unsafe { (*self.ptr()).requested }
     }
 
     /// Bytes usable from the user pointer.
-    pub fn usable(&self) -> usize {
-        self.map_size - self.offset
+    pub fn usable(self) -> usize {
+        self.map_size() - self.offset()
     }
 
     /// Alignment the block was created with (at least 16).
-    pub fn offset(&self) -> usize {
-        self.offset
+    pub fn offset(self) -> usize {
+        // SAFETY: as in `map_size`.
+        unsafe { (*self.ptr()).offset }
     }
 }
 
@@ -168,11 +198,10 @@ impl LargeHeader {
 ///
 /// # Safety
 /// `h` came from [`header_of`] for a block the caller gives up.
-pub unsafe fn free(h: &LargeHeader) {
-    let base = h.base();
-    let map_size = h.map_size;
+pub unsafe fn free(h: Large) {
+    let (base, map_size) = (h.base(), h.map_size());
     // SAFETY: the header is ours until the mapping is cached or unmapped.
-    unsafe { (*(base as *mut LargeHeader)).magic = 0 };
+    unsafe { (*h.ptr()).magic = 0 };
     LARGE_BYTES.fetch_sub(map_size, Ordering::Relaxed);
     let c = Cached {
         base,
@@ -383,9 +412,9 @@ pub fn expire() {
 ///
 /// # Safety
 /// `h` came from [`header_of`] for a block the caller owns.
-pub unsafe fn realloc(h: &LargeHeader, new_size: usize) -> *mut u8 {
+pub unsafe fn realloc(h: Large, new_size: usize) -> *mut u8 {
     let base = h.base();
-    let (offset, old_map) = (h.offset, h.map_size);
+    let (offset, old_map) = (h.offset(), h.map_size());
     let Some(need) = new_size
         .checked_add(offset)
         .and_then(|n| os::round_up(n, PAGE_SIZE))
@@ -395,9 +424,9 @@ pub unsafe fn realloc(h: &LargeHeader, new_size: usize) -> *mut u8 {
     if need > isize::MAX as usize / 2 {
         return null_mut();
     }
-    let shrinking = new_size < h.requested;
+    let shrinking = new_size < h.requested();
     // SAFETY: our header.
-    unsafe { (*(base as *mut LargeHeader)).requested = new_size };
+    unsafe { (*h.ptr()).requested = new_size };
     if need <= old_map {
         // Give the tail back only when the block shrinks (not when a block that got a
         // roomy cached mapping grows into it).
@@ -405,7 +434,7 @@ pub unsafe fn realloc(h: &LargeHeader, new_size: usize) -> *mut u8 {
             // SAFETY: the tail past `need` holds nothing the block still needs.
             unsafe { os::shrink(base as *mut u8, old_map, need) };
             // SAFETY: our header.
-            unsafe { (*(base as *mut LargeHeader)).map_size = need };
+            unsafe { (*h.ptr()).map_size = need };
             LARGE_BYTES.fetch_sub(old_map - need, Ordering::Relaxed);
         }
         return (base + offset) as *mut u8;

@@ -1,13 +1,29 @@
-//! The operating system: the one place hakmem calls `mmap`, `munmap`, `madvise` and
-//! `mremap`. Every call is counted ([`OsCounters`]), and a test can make mappings fail
+//! The platform layer: the one place hakmem calls the operating system and libc
+//! (mappings, `madvise`, `mremap`, the clock, thread-exit keys, `fork` hooks, `errno`,
+//! stderr, the environment, a background thread). Two implementations keep one contract:
+//! `os/linux.rs` (libc) and, under `cfg(miri)` or `cfg(loom)`, `os/model.rs` (memory from
+//! std's allocator, no system call), so that Miri and loom run the real allocator code.
+//! Every call compiles to the libc call in a release build: the functions here are small
+//! and `#[inline]`.
+//!
+//! Every mapping call is counted ([`OsCounters`]), and a test can make mappings fail
 //! ([`inject_map_failures`]) to prove that callers leave their structures consistent.
 //!
-//! Contract for callers: every function returns null or `false` on failure and never
-//! panics; a pointer passed in must be one this module returned (or a page-aligned range
-//! inside it) that the caller owns.
+//! Contract, for every function: it never panics and never allocates through hakmem;
+//! failure is a null pointer, `false` or `None`, with the state it promises on failure
+//! (what was passed in untouched); a pointer passed in is one this module returned (or a
+//! page-aligned range inside it) that the caller owns.
 
 use crate::sync::{AtomicIsize, AtomicUsize, Ordering::Relaxed};
+use core::ffi::{c_void, CStr};
 use core::ptr::null_mut;
+
+#[cfg(not(any(miri, loom)))]
+#[path = "os/linux.rs"]
+mod sys;
+#[cfg(any(miri, loom))]
+#[path = "os/model.rs"]
+mod sys;
 
 /// Page size assumed for alignment of mappings and decommit ranges.
 pub const PAGE_SIZE: usize = 4096;
@@ -60,115 +76,38 @@ pub fn round_up(n: usize, align: usize) -> Option<usize> {
     Some(n.checked_add(align - 1)? & !(align - 1))
 }
 
-/// Hint for the next aligned mapping, so that most aligned mappings take one `mmap`.
-/// The hinted range is [1 TiB, 2 TiB): far from the executable, the brk heap and the
-/// kernel's top-down mappings, and inside the application range ThreadSanitizer allows
-/// (its shadow memory starts at 16 TiB). Past it, the kernel places mappings.
-static HINT: AtomicUsize = AtomicUsize::new(0x0100_0000_0000);
-const HINT_END: usize = 0x0200_0000_0000;
-
-/// Reserve `[start, start + span)` of the hint range, `start` aligned to `align`; 0 when
-/// the range is used up.
-fn next_hint(span: usize, align: usize) -> usize {
-    let mut cur = HINT.load(Relaxed);
-    loop {
-        let start = (cur + align - 1) & !(align - 1);
-        let end = match start.checked_add(span) {
-            Some(e) if e <= HINT_END => e,
-            _ => return 0,
-        };
-        match HINT.compare_exchange_weak(cur, end, Relaxed, Relaxed) {
-            Ok(_) => return start,
-            Err(now) => cur = now,
-        }
-    }
-}
-
-unsafe fn raw_mmap(addr: usize, size: usize, flags: libc::c_int) -> *mut u8 {
-    if injected_failure() {
-        return null_mut();
-    }
-    COUNTERS.mmap.fetch_add(1, Relaxed);
-    // SAFETY: an anonymous private mapping touches no existing memory unless MAP_FIXED
-    // is in `flags`, which callers pass only over a range they own.
-    let p = unsafe {
-        libc::mmap(
-            addr as *mut libc::c_void,
-            size,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE | flags,
-            -1,
-            0,
-        )
-    };
-    if p == libc::MAP_FAILED {
-        return null_mut();
-    }
-    COUNTERS.mapped_bytes.fetch_add(size, Relaxed);
-    p.cast()
-}
-
-/// Unmap `[ptr, ptr + size)`, a range this module mapped and the caller owns.
+/// Unmap `[ptr, ptr + size)`, a range this module mapped and the caller owns. A failure
+/// (which the kernel reports only for a range that is not a mapping) leaves it mapped.
 ///
 /// # Safety
 /// Nothing may use the range afterwards.
+#[inline]
 pub unsafe fn unmap(ptr: *mut u8, size: usize) {
     if size == 0 {
         return;
     }
-    COUNTERS.munmap.fetch_add(1, Relaxed);
-    // SAFETY: the caller owns the range and gives it up.
-    if unsafe { libc::munmap(ptr.cast(), size) } == 0 {
-        COUNTERS.mapped_bytes.fetch_sub(size, Relaxed);
-    }
+    // SAFETY: by the caller.
+    unsafe { sys::unmap(ptr, size) }
 }
 
 /// Map `size` bytes (a multiple of the page size) aligned to `align` (a power of two,
-/// at least the page size), zero-filled. Null on failure.
+/// at least the page size), readable, writable and zero-filled. Null on failure (or an
+/// injected failure).
 pub fn map_aligned(size: usize, align: usize) -> *mut u8 {
     let Some(span) = round_up(size, align) else {
         return null_mut();
     };
-    // First try at the hint: one system call when the range is free.
-    let hint = next_hint(span, align);
-    if hint != 0 {
-        // SAFETY: MAP_FIXED_NOREPLACE never replaces an existing mapping.
-        let p = unsafe { raw_mmap(hint, size, libc::MAP_FIXED_NOREPLACE) };
-        if !p.is_null() {
-            if p as usize == hint {
-                return p;
-            }
-            // An old kernel ignored the flag and put it elsewhere.
-            // SAFETY: we just mapped it and nobody has seen it.
-            unsafe { unmap(p, size) };
-        }
-    }
-    // Over-map and trim to the alignment.
-    let Some(over) = size.checked_add(align) else {
-        return null_mut();
-    };
-    // SAFETY: a fresh mapping at an address of the kernel's choosing.
-    let p = unsafe { raw_mmap(0, over, 0) };
-    if p.is_null() {
+    if injected_failure() {
         return null_mut();
     }
-    let start = (p as usize + align - 1) & !(align - 1);
-    let head = start - p as usize;
-    let tail = over - head - size;
-    // SAFETY: head and tail are parts of the mapping we just made and do not overlap
-    // the part we keep.
-    unsafe {
-        unmap(p, head);
-        unmap((start + size) as *mut u8, tail);
-    }
-    start as *mut u8
+    sys::map_aligned(size, span, align)
 }
 
 /// How [`decommit`] gives pages back.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub enum Decommit {
     /// `MADV_FREE`: the kernel takes the pages when it needs them; they still count in RSS
-    /// until then.
+    /// until then, and read back as before or as zero.
     Lazy,
     /// `MADV_DONTNEED`: the pages leave RSS now and read back as zero.
     Now,
@@ -183,13 +122,8 @@ pub unsafe fn decommit(ptr: *mut u8, size: usize, how: Decommit) -> bool {
     if size == 0 {
         return true;
     }
-    COUNTERS.madvise.fetch_add(1, Relaxed);
-    let advice = match how {
-        Decommit::Lazy => libc::MADV_FREE,
-        Decommit::Now => libc::MADV_DONTNEED,
-    };
-    // SAFETY: the caller owns the range and needs none of its contents.
-    let ok = unsafe { libc::madvise(ptr.cast(), size, advice) } == 0;
+    // SAFETY: by the caller.
+    let ok = unsafe { sys::decommit(ptr, size, how) };
     if !ok {
         COUNTERS.madvise_failed.fetch_add(1, Relaxed);
     }
@@ -198,7 +132,7 @@ pub unsafe fn decommit(ptr: *mut u8, size: usize, how: Decommit) -> bool {
 
 /// Resize the mapping `[ptr, ptr + old)` to `new` bytes at an address aligned to `align`,
 /// moving it without copying when it cannot grow in place. Null on failure, in which
-/// case the old mapping is untouched.
+/// case the old mapping is untouched (also when `[ptr, ptr + old)` is not one mapping).
 ///
 /// # Safety
 /// The range is a whole mapping of this module that the caller owns; on success the old
@@ -207,10 +141,8 @@ pub unsafe fn remap_aligned(ptr: *mut u8, old: usize, new: usize, align: usize) 
     if injected_failure() {
         return null_mut();
     }
-    COUNTERS.mremap.fetch_add(1, Relaxed);
-    // SAFETY: without MREMAP_MAYMOVE the mapping stays where it is or the call fails.
-    let p = unsafe { libc::mremap(ptr.cast(), old, new, 0) };
-    if p != libc::MAP_FAILED {
+    // SAFETY: by the caller.
+    if unsafe { sys::resize_in_place(ptr, old, new) } {
         account_resize(old, new);
         return ptr;
     }
@@ -219,18 +151,8 @@ pub unsafe fn remap_aligned(ptr: *mut u8, old: usize, new: usize, align: usize) 
     if dest.is_null() {
         return null_mut();
     }
-    COUNTERS.mremap.fetch_add(1, Relaxed);
-    // SAFETY: MREMAP_FIXED replaces `dest`, a mapping we own; the source is the caller's.
-    let p = unsafe {
-        libc::mremap(
-            ptr.cast(),
-            old,
-            new,
-            libc::MREMAP_MAYMOVE | libc::MREMAP_FIXED,
-            dest as *mut libc::c_void,
-        )
-    };
-    if p == libc::MAP_FAILED {
+    // SAFETY: `dest` is our reservation; the source is the caller's.
+    if !unsafe { sys::move_onto(ptr, old, new, dest) } {
         // SAFETY: `dest` is our reservation, unused.
         unsafe { unmap(dest, new) };
         return null_mut();
@@ -259,59 +181,87 @@ pub unsafe fn shrink(ptr: *mut u8, old: usize, new: usize) {
 }
 
 /// Milliseconds on a monotonic clock of coarse resolution (a few ms; read from the vDSO,
-/// no system call), for the age of retained memory.
+/// no system call), for the age of retained memory. Never goes back.
+#[inline]
 pub fn now_ms() -> u64 {
-    let mut t = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `t` is a valid timespec to write.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC_COARSE, &mut t) };
-    t.tv_sec as u64 * 1000 + t.tv_nsec as u64 / 1_000_000
+    sys::now_ms()
 }
 
-/// Write a message to stderr without allocating.
+/// Sleep about `ms` milliseconds (less when interrupted).
+pub fn sleep_ms(ms: u64) {
+    sys::sleep_ms(ms)
+}
+
+/// Write a message to stderr without allocating; gives up silently on an error.
 pub fn write_stderr(bytes: &[u8]) {
     let mut rest = bytes;
     while !rest.is_empty() {
-        // SAFETY: `rest` is a valid readable slice.
-        let n = unsafe { libc::write(2, rest.as_ptr().cast(), rest.len()) };
-        if n <= 0 {
+        let Some(n) = sys::write_stderr_once(rest) else {
             return;
-        }
-        rest = &rest[n as usize..];
+        };
+        rest = &rest[n..];
     }
 }
 
 /// Abort the process now, without unwinding or allocating.
 pub fn abort() -> ! {
-    // SAFETY: abort has no preconditions.
-    unsafe { libc::abort() }
+    sys::abort()
 }
 
-/// Read the resident set size of this process from `/proc/self/statm`, in bytes, without
-/// allocating. `None` if it cannot be read.
+/// Give the CPU to another thread (spin loops that wait for another thread).
+#[inline]
+pub fn yield_now() {
+    sys::yield_now()
+}
+
+/// The calling thread's `errno`.
+#[inline]
+pub fn errno() -> i32 {
+    sys::errno()
+}
+
+/// Set the calling thread's `errno`.
+#[inline]
+pub fn set_errno(e: i32) {
+    sys::set_errno(e)
+}
+
+/// The value of the environment variable `name`, without allocating; `None` when unset.
+/// The bytes stay valid as long as nobody changes the environment (hakmem never does).
+pub fn getenv(name: &CStr) -> Option<&'static [u8]> {
+    sys::getenv(name)
+}
+
+/// A thread-exit key: `on_exit` runs on each exiting thread whose value is not null, with
+/// that value. `None` when no key can be created (then threads are not told of their
+/// exit).
+pub fn thread_key_create(on_exit: extern "C" fn(*mut c_void)) -> Option<usize> {
+    sys::thread_key_create(on_exit)
+}
+
+/// Set the calling thread's value of `key` (from [`thread_key_create`]). May allocate
+/// (glibc, past 32 keys); a failure leaves the value unset.
+pub fn thread_key_set(key: usize, value: *mut c_void) {
+    sys::thread_key_set(key, value)
+}
+
+/// Register `fork` handlers: `prepare` runs in the forking thread before the fork,
+/// `parent` and `child` after it on each side. May allocate.
+pub fn at_fork(prepare: extern "C" fn(), parent: extern "C" fn(), child: extern "C" fn()) {
+    sys::at_fork(prepare, parent, child)
+}
+
+/// Start a detached thread running `f(null)` on a small stack; false when it cannot.
+pub fn spawn_detached(f: extern "C" fn(*mut c_void) -> *mut c_void) -> bool {
+    sys::spawn_detached(f)
+}
+
+/// The resident set size of this process, in bytes, without allocating; `None` if it
+/// cannot be read.
 pub fn resident_bytes() -> Option<usize> {
     let mut buf = [0u8; 128];
-    // SAFETY: a NUL-terminated path; the returned descriptor is closed below.
-    let fd = unsafe {
-        libc::open(
-            c"/proc/self/statm".as_ptr(),
-            libc::O_RDONLY | libc::O_CLOEXEC,
-        )
-    };
-    if fd < 0 {
-        return None;
-    }
-    // SAFETY: `buf` is writable for its length.
-    let n = unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) };
-    // SAFETY: `fd` is ours.
-    unsafe { libc::close(fd) };
-    if n <= 0 {
-        return None;
-    }
-    let text = &buf[..n as usize];
-    let mut fields = text.split(|&b| b == b' ');
+    let n = sys::read_statm(&mut buf)?;
+    let mut fields = buf[..n].split(|&b| b == b' ');
     fields.next()?;
     let pages = parse_decimal(fields.next()?)?;
     Some(pages * PAGE_SIZE)

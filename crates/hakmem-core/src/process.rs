@@ -24,6 +24,7 @@ use crate::config::{self, Profile};
 use crate::sync::{AtomicU8, AtomicUsize, Ordering};
 use crate::thread_cache::{self, ThreadHooks};
 use crate::{large, os, pool};
+use core::ffi::c_void;
 
 const UNINIT: u8 = 0;
 const RUNNING: u8 = 1;
@@ -60,8 +61,7 @@ pub fn init() {
     {
         if INITIALIZER.load(Ordering::Relaxed) != me {
             while STATE.load(Ordering::Acquire) != READY {
-                // SAFETY: sched_yield has no preconditions.
-                unsafe { libc::sched_yield() };
+                os::yield_now();
             }
         }
         return;
@@ -70,26 +70,20 @@ pub fn init() {
     if PROFILE_FROM_CODE.load(Ordering::Relaxed) == 0 {
         read_profile_from_env();
     }
-    let mut key: libc::pthread_key_t = 0;
-    // SAFETY: `key` is a valid out-pointer and the destructor has the right signature.
-    if unsafe { libc::pthread_key_create(&mut key, Some(on_thread_exit)) } == 0 {
-        KEY.store(key as usize + 1, Ordering::Relaxed);
+    if let Some(key) = os::thread_key_create(on_thread_exit) {
+        KEY.store(key + 1, Ordering::Relaxed);
     }
     crate::retain::set_waker(start_returner);
     STATE.store(READY, Ordering::Release);
     // May allocate (glibc keeps the handlers in a growing array): done after READY.
-    // SAFETY: the handlers are `extern "C" fn()` that only touch our locks.
-    unsafe { libc::pthread_atfork(Some(fork_prepare), Some(fork_parent), Some(fork_child)) };
+    // The handlers only touch our locks.
+    os::at_fork(fork_prepare, fork_parent, fork_child);
 }
 
 fn read_profile_from_env() {
-    // SAFETY: getenv does not allocate; the string is NUL terminated and only read here.
-    let v = unsafe { libc::getenv(c"HAKMEM_PROFILE".as_ptr()) };
-    if v.is_null() {
+    let Some(bytes) = os::getenv(c"HAKMEM_PROFILE") else {
         return;
-    }
-    // SAFETY: a NUL-terminated C string from the environment.
-    let bytes = unsafe { core::ffi::CStr::from_ptr(v) }.to_bytes();
+    };
     match Profile::parse(bytes) {
         Some(p) => config::set_profile(p),
         None => {
@@ -120,14 +114,12 @@ fn on_thread_start() {
     if key == 0 {
         return; // no key: the thread's memory is left for adoption-less reuse
     }
-    // Any non-null value makes glibc run the destructor; the thread's slot is one.
-    let value = crate::tls::slot().cast::<libc::c_void>();
-    // SAFETY: a key we created; the value is only compared against null by glibc.
-    unsafe { libc::pthread_setspecific((key - 1) as libc::pthread_key_t, value) };
+    // Any non-null value makes the thread-exit hook run; the thread's slot is one.
+    os::thread_key_set(key - 1, crate::tls::slot().cast());
 }
 
-extern "C" fn on_thread_exit(_heap: *mut libc::c_void) {
-    // SAFETY: glibc runs key destructors on the exiting thread, outside any allocator call.
+extern "C" fn on_thread_exit(_heap: *mut c_void) {
+    // SAFETY: key destructors run on the exiting thread, outside any allocator call.
     unsafe { thread_cache::teardown() };
 }
 
@@ -150,33 +142,15 @@ fn start_returner() {
     {
         return;
     }
-    // SAFETY: plain pthread calls on local, initialised storage; the thread function has
-    // the right signature and takes no argument.
-    let started = unsafe {
-        let mut attr: libc::pthread_attr_t = core::mem::zeroed();
-        // (An integer on glibc, a pointer on musl: all zero is a valid placeholder.)
-        let mut tid: libc::pthread_t = core::mem::zeroed();
-        libc::pthread_attr_init(&mut attr);
-        libc::pthread_attr_setdetachstate(&mut attr, libc::PTHREAD_CREATE_DETACHED);
-        libc::pthread_attr_setstacksize(&mut attr, 64 * 1024);
-        let rc = libc::pthread_create(&mut tid, &attr, returner, core::ptr::null_mut());
-        libc::pthread_attr_destroy(&mut attr);
-        rc == 0
-    };
+    let started = os::spawn_detached(returner);
     if !started {
         RETURNER.store(RETURNER_IDLE, Ordering::Release);
     }
 }
 
-extern "C" fn returner(_: *mut libc::c_void) -> *mut libc::c_void {
+extern "C" fn returner(_: *mut c_void) -> *mut c_void {
     loop {
-        let ms = (config::current().retain_ms / 2).max(50);
-        let t = libc::timespec {
-            tv_sec: (ms / 1000) as _,
-            tv_nsec: ((ms % 1000) * 1_000_000) as _,
-        };
-        // SAFETY: a valid timespec; an interrupted sleep just wakes early.
-        unsafe { libc::nanosleep(&t, core::ptr::null_mut()) };
+        os::sleep_ms((config::current().retain_ms / 2).max(50));
         pool::expire();
         large::expire();
         if crate::retain::retained() == 0 {

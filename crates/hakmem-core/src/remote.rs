@@ -65,6 +65,15 @@ impl RemoteFreeList {
         if self.head.load(Ordering::Relaxed).is_null() {
             return null_mut();
         }
+        #[cfg(hakmem_broken = "nonatomic_take")]
+        {
+            // Deliberately broken (tests/loom_protocol.rs must catch it): a push between
+            // the load and the store is lost.
+            let head = self.head.load(Ordering::Acquire);
+            self.head.store(null_mut(), Ordering::Relaxed);
+            head
+        }
+        #[cfg(not(hakmem_broken = "nonatomic_take"))]
         self.head.swap(null_mut(), Ordering::Acquire)
     }
 

@@ -52,8 +52,7 @@ impl<T> SpinLock<T> {
             if spins < 64 {
                 core::hint::spin_loop();
             } else {
-                // SAFETY: sched_yield has no preconditions.
-                unsafe { libc::sched_yield() };
+                crate::os::yield_now();
             }
         }
     }

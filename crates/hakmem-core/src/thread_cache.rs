@@ -281,15 +281,13 @@ pub(crate) struct KeepErrno(i32);
 
 impl KeepErrno {
     pub(crate) fn new() -> Self {
-        // SAFETY: `__errno_location` returns the calling thread's errno slot.
-        KeepErrno(unsafe { *libc::__errno_location() })
+        KeepErrno(crate::os::errno())
     }
 }
 
 impl Drop for KeepErrno {
     fn drop(&mut self) {
-        // SAFETY: as above.
-        unsafe { *libc::__errno_location() = self.0 };
+        crate::os::set_errno(self.0);
     }
 }
 

@@ -3,6 +3,9 @@
 //! `ThreadCache` over (this module knows only the slot, so it needs nothing above it).
 //!
 //! - With the `nightly` feature: a `#[thread_local]` static.
+//! - Under Miri or loom (`cfg(miri)`, `cfg(loom)`), which run no inline assembly: std's
+//!   `thread_local!` (a const-initialised cell with no destructor, so it stays valid while
+//!   the thread-exit hook runs).
 //! - Otherwise, on x86-64 and AArch64 Linux (glibc or musl): an *initial-exec* TLS slot
 //!   declared in assembly. In an executable the linker relaxes it to
 //!   `mov %fs:0,%rax; add $off,%rax` (AArch64: `mrs tpidr_el0` plus a constant); in a
@@ -22,7 +25,7 @@ pub const SLOT_BYTES: usize = 1024;
 pub const SLOT_ALIGN: usize = 64;
 
 /// The slot's type where Rust declares it.
-#[cfg_attr(not(feature = "nightly"), allow(dead_code))]
+#[cfg_attr(not(any(feature = "nightly", miri, loom)), allow(dead_code))]
 #[repr(C, align(64))]
 struct Slot([u8; SLOT_BYTES]);
 const _: () = assert!(core::mem::align_of::<Slot>() == SLOT_ALIGN);
@@ -41,8 +44,27 @@ mod imp {
     }
 }
 
+#[cfg(all(not(feature = "nightly"), any(miri, loom)))]
+mod imp {
+    extern crate std;
+
+    use super::{Slot, SLOT_BYTES};
+    use core::cell::UnsafeCell;
+
+    std::thread_local! {
+        static SLOT: UnsafeCell<Slot> = const { UnsafeCell::new(Slot([0; SLOT_BYTES])) };
+    }
+
+    /// The calling thread's slot.
+    #[inline(always)]
+    pub fn slot() -> *mut u8 {
+        SLOT.with(UnsafeCell::get).cast()
+    }
+}
+
 #[cfg(all(
     not(feature = "nightly"),
+    not(any(miri, loom)),
     any(target_arch = "x86_64", target_arch = "aarch64"),
     target_os = "linux"
 ))]

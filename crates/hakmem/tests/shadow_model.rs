@@ -112,6 +112,66 @@ fn seeded_sequences_spread_over_threads() {
     }
 }
 
+/// Ops in each of the short sequences below (`HAKMEM_SHORT_OPS` sets another number).
+const SHORT_OPS: u64 = 24;
+
+/// Short sequences: what Miri runs (`cargo xtask check-miri`), where each op is
+/// interpreted, to check the real thread cache, heap, superslab, remote-free and large
+/// code for undefined behaviour under the model platform layer (`os/model.rs`). Seeds
+/// are chosen so that between them the sequences make small, mid-size and large blocks,
+/// grow a large block with realloc (a moved mapping) and free some of each.
+fn short_sequence(seed: u64) -> Vec<Op> {
+    let n = common::env_u64("HAKMEM_SHORT_OPS", SHORT_OPS) as usize;
+    ops_from_bytes(&common::Rng::new(seed).bytes(8 * n))
+}
+
+/// Seeds of the short runs.
+const SHORT_SEEDS: [u64; 2] = [3000, 3001];
+
+#[test]
+fn short_sequences_on_one_thread() {
+    for seed in SHORT_SEEDS {
+        for api in [Api::Sized, Api::Unsized] {
+            run(&short_sequence(seed), api);
+        }
+    }
+}
+
+/// Two threads that hand blocks to each other: remote frees, the owner's collection of
+/// them, and blocks freed after their thread exited (abandoned superslabs).
+#[test]
+fn short_sequences_spread_over_threads() {
+    for seed in SHORT_SEEDS {
+        for api in [Api::Sized, Api::Unsized] {
+            run_threads(&short_sequence(seed), &api, 2);
+        }
+    }
+}
+
+/// The short sequences make every kind of block the Miri run must see.
+#[test]
+fn short_sequences_cover_small_mid_and_large_blocks() {
+    let ops: Vec<Op> = SHORT_SEEDS
+        .iter()
+        .flat_map(|&s| short_sequence(s))
+        .collect();
+    let sizes = |f: fn(usize) -> bool| {
+        ops.iter().any(|op| {
+            matches!(*op, Op::Alloc { size, .. } | Op::Realloc { new_size: size, .. } if f(size))
+        })
+    };
+    assert!(sizes(|s| s <= 1024), "no small block");
+    assert!(
+        sizes(|s| (1025..=64 * 1024).contains(&s)),
+        "no mid-size block"
+    );
+    assert!(sizes(|s| s > 64 * 1024), "no large block");
+    assert!(ops.iter().any(|op| matches!(op, Op::Realloc { .. })));
+    assert!(ops
+        .iter()
+        .any(|op| matches!(op, Op::Free { how, .. } if *how >= 192)));
+}
+
 #[test]
 fn decoding_covers_every_kind_of_request() {
     let ops = ops_from_bytes(&common::Rng::new(7).bytes(8 * 20_000));
