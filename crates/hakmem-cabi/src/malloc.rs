@@ -153,6 +153,12 @@ unsafe fn free_other(p: *mut u8) {
         // SAFETY: by the caller; misuse is reported.
         return unsafe { checked::free(p) };
     }
+    if heap_profile::is_sampled(p) {
+        stats::on_free(p);
+        // SAFETY: a live sampled block (it lies in the profiler's arena), which the
+        // caller gives up.
+        return unsafe { heap_profile::free_sampled(p) };
+    }
     match hakmem_core::owner(p) {
         Owner::Small { class, .. } => {
             stats::on_free(p);
@@ -165,12 +171,6 @@ unsafe fn free_other(p: *mut u8) {
             unsafe { hakmem_core::free(p) }
         }
         Owner::Foreign => foreign::free(p),
-        Owner::Invalid if heap_profile::is_sampled_in_chunk(p) => {
-            stats::on_free(p);
-            // SAFETY: a live sampled block (its check word matched), which the caller
-            // gives up.
-            unsafe { heap_profile::free_sampled(p) }
-        }
         Owner::Invalid => hakmem_core::report_misuse(p, Misuse::InvalidFree, None),
     }
 }
@@ -189,7 +189,8 @@ pub unsafe fn free_sized_block(p: *mut c_void, size: usize, align: usize) {
     // One load of a static bitmap keeps foreign pointers (a program's own `operator new`
     // that did not replace sized `delete`, say) out of hakmem's lists.
     if !hakmem_core::chunk_map::contains(p as usize) {
-        return foreign::free(p);
+        // SAFETY: by the caller.
+        return unsafe { free_not_in_chunk(p) };
     }
     if !mode::plain() {
         // SAFETY: by the caller.
@@ -202,6 +203,23 @@ pub unsafe fn free_sized_block(p: *mut c_void, size: usize, align: usize) {
     unsafe { hakmem_core::dealloc(p, size, align) }
 }
 
+/// [`free_sized_block`] of a block outside hakmem's chunks: a sampled block (in the heap
+/// profiler's arena) or a foreign one.
+///
+/// # Safety
+/// As for [`free_sized_block`].
+#[cold]
+#[inline(never)]
+unsafe fn free_not_in_chunk(p: *mut u8) {
+    if heap_profile::is_sampled(p) {
+        let _errno = errno::Preserve::new();
+        stats::on_free(p);
+        // SAFETY: by the caller, a live block; in the arena, so a sampled one.
+        return unsafe { heap_profile::free_sampled(p) };
+    }
+    foreign::free(p)
+}
+
 /// [`free_sized_block`] of a block in hakmem's memory, checked and / or counted.
 ///
 /// # Safety
@@ -211,10 +229,6 @@ pub unsafe fn free_sized_block(p: *mut c_void, size: usize, align: usize) {
 unsafe fn free_sized_in_mode(p: *mut u8, size: usize, align: usize) {
     let _errno = errno::Preserve::new();
     stats::on_free(p);
-    if heap_profile::is_sampled_in_chunk(p) {
-        // SAFETY: a live sampled block, which the caller gives up.
-        return unsafe { heap_profile::free_sampled(p) };
-    }
     if mode::checked() {
         // SAFETY: by the caller; misuse, a stated size included, is reported.
         return unsafe { checked::dealloc(p, size, align) };
@@ -258,7 +272,7 @@ pub unsafe fn realloc_block(p: *mut c_void, new_size: usize) -> *mut c_void {
     }
     let p = p.cast::<u8>();
     let checked = mode::checked();
-    let sampled = heap_profile::is_sampled_in_chunk(p);
+    let sampled = heap_profile::is_sampled(p);
     if sampled || (mode::profiled() && !checked && heap_profile::should_sample(new_size)) {
         // SAFETY: by the caller.
         return unsafe { realloc_moving(p, new_size, sampled) };
@@ -349,13 +363,11 @@ pub fn usable_size(p: *const c_void) -> usize {
         // The canary's bytes are not the program's.
         return checked::usable_size(p.cast());
     }
-    match hakmem_core::usable_size(p.cast()) {
-        // SAFETY: a live sampled block (its check word matched).
-        0 if heap_profile::is_sampled_in_chunk(p.cast()) => unsafe {
-            heap_profile::usable_size_sampled(p as *mut u8)
-        },
-        n => n,
+    if heap_profile::is_sampled(p.cast()) {
+        // SAFETY: a block in the profiler's arena: a sampled one, live by the caller.
+        return unsafe { heap_profile::usable_size_sampled(p as *mut u8) };
     }
+    hakmem_core::usable_size(p.cast())
 }
 
 /// Give cached free memory back to the OS; whether any mapping shrank.

@@ -95,8 +95,8 @@ mod front {
 }
 
 /// With the heap profiler: [`hakmem_heap_profile::should_sample`] on allocation (a
-/// countdown and a branch), [`hakmem_heap_profile::is_sampled`] on free (one load of a
-/// flag until the first sample). Checked mode is not profiled: its blocks have their own
+/// countdown and a branch), [`hakmem_heap_profile::is_sampled`] on free (an address range
+/// compare: sampled blocks live in the profiler's arena). Checked mode is not profiled: its blocks have their own
 /// layout.
 #[cfg(all(feature = "heap-profile", not(feature = "checked")))]
 mod front {
@@ -123,24 +123,7 @@ mod front {
     /// As for [`hakmem_core::dealloc`].
     #[inline(always)]
     pub unsafe fn dealloc(p: *mut u8, size: usize, align: usize) {
-        if hp::any_sampled() {
-            // SAFETY: by the caller.
-            return unsafe { dealloc_profiled(p, size, align) };
-        }
-        // SAFETY: by the caller.
-        unsafe { entry::dealloc(p, size, align) }
-    }
-
-    /// [`dealloc`] once a block was sampled, out of line so that the inlined free path
-    /// stays as small as without the profiler.
-    ///
-    /// # Safety
-    /// As for [`hakmem_core::dealloc`].
-    #[cold]
-    #[inline(never)]
-    unsafe fn dealloc_profiled(p: *mut u8, size: usize, align: usize) {
-        // SAFETY: `p` is a block we handed out, so the word before it is readable.
-        if unsafe { hp::is_sampled(p) } {
+        if hp::is_sampled(p) {
             // SAFETY: a live sampled block the caller gives up.
             return unsafe { hp::free_sampled(p) };
         }
@@ -153,8 +136,7 @@ mod front {
     #[inline]
     pub unsafe fn realloc(p: *mut u8, size: usize, align: usize, new_size: usize) -> *mut u8 {
         let count = hp::should_sample(new_size);
-        // SAFETY: as for `dealloc`.
-        if count || unsafe { hp::is_sampled(p) } {
+        if count || hp::is_sampled(p) {
             // SAFETY: by the caller.
             return unsafe { realloc_moving(p, size, align, new_size, count) };
         }
