@@ -39,6 +39,8 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 
 pub mod arena;
+#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+mod cfi;
 pub mod decode;
 mod flame;
 mod lock;
