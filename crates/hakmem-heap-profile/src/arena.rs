@@ -1,12 +1,14 @@
 //! Where sampled blocks live: one address reservation of [`ARENA_SIZE`] bytes, split into
-//! a 1 GiB region per size class, so that "is this block sampled?" is one subtraction and
+//! a 512 MiB region per size class, so that "is this block sampled?" is one subtraction and
 //! one compare ([`contains`]) and needs no header, and a sampled block costs its class's
 //! rounding and 8 bytes of metadata beside it, nothing in front.
 //!
 //! - Classes: 16-byte steps to 128 bytes, four per doubling to 4 KiB, then powers of two
-//!   to 1 GiB ([`class_of`]). Requests aligned above 16 take the power-of-two class at
+//!   to 512 MiB ([`class_of`]). Requests aligned above 16 take the power-of-two class at
 //!   least as large as the alignment: a slot `i` of a power-of-two class `s` starts at
-//!   `region + i * s`, and regions are 1 GiB aligned, so the slot is `s`-aligned.
+//!   `region + i * s`, and regions are 512 MiB aligned, so the slot is `s`-aligned.
+//! - Size: 24 GiB, not more, so that programs run under valgrind (which refuses a
+//!   mapping of 64 GiB) can be profiled, and measured with callgrind.
 //! - Memory: the reservation is mapped with `MAP_NORESERVE`; a page becomes resident when
 //!   a sampled block is first written there. Freed slots are reused newest first. Slots
 //!   of whole pages (8 KiB and up) are given back with `madvise(MADV_DONTNEED)` once a
@@ -23,12 +25,12 @@ use crate::mem::map;
 use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::io;
 
-/// Bytes of address space reserved for sampled blocks (64 regions of 1 GiB).
-pub const ARENA_SIZE: usize = 64 << REGION_SHIFT;
-const REGION_SHIFT: u32 = 30;
+/// Bytes of address space reserved for sampled blocks (48 regions of 512 MiB).
+pub const ARENA_SIZE: usize = 48 << REGION_SHIFT;
+const REGION_SHIFT: u32 = 29;
 const REGION: usize = 1 << REGION_SHIFT;
-/// Size classes (46 of the 64 regions are used).
-const CLASSES: usize = 46;
+/// Size classes (45 of the 48 regions are used).
+const CLASSES: usize = 45;
 /// Most live sampled blocks per class; a sample over that is not taken.
 const MAX_SLOTS: usize = 1 << 18;
 /// Freed, resident bytes a class of whole-page slots keeps before giving them back.
@@ -53,7 +55,7 @@ const fn class_size(c: usize) -> usize {
 }
 
 /// The class of a request of `size` bytes aligned to `align` (a power of two); `None`
-/// over 1 GiB.
+/// over 512 MiB.
 pub fn class_of(size: usize, align: usize) -> Option<usize> {
     let mut s = size.max(16);
     if align > 16 {
@@ -150,7 +152,7 @@ pub struct Block {
 }
 
 /// A slot for `size` bytes aligned to `align`, recorded as sampled at `stack` (see
-/// [`set_stack`]); `None` when the request is over 1 GiB or its class is full.
+/// [`set_stack`]); `None` when the request is over 512 MiB or its class is full.
 pub fn alloc(size: usize, align: usize) -> Option<Block> {
     let c = class_of(size, align)?;
     let base = BASE.load(Relaxed);
@@ -250,7 +252,7 @@ mod tests {
 
     #[test]
     fn classes_fit_and_align() {
-        for size in (1..70_000).chain([1 << 20, (1 << 20) + 1, 1 << 30]) {
+        for size in (1..70_000).chain([1 << 20, (1 << 20) + 1, 1 << 29]) {
             for lg in 0..14 {
                 let align = 1usize << lg;
                 let c = class_of(size, align).unwrap();
@@ -263,7 +265,7 @@ mod tests {
                 assert!(c == 0 || class_size(c - 1) < size.max(16) || align > 16);
             }
         }
-        assert_eq!(class_of((1 << 30) + 1, 16), None);
+        assert_eq!(class_of((1 << 29) + 1, 16), None);
         assert_eq!(class_size(CLASSES - 1), REGION);
         assert!(!contains(core::ptr::null()));
         assert!(!contains(16 as *const u8));
