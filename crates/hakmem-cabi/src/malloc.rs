@@ -385,15 +385,51 @@ pub fn trim() -> bool {
 /// `malloc(size)`.
 #[no_mangle]
 pub extern "C" fn malloc(size: usize) -> *mut c_void {
-    // The fast path pops the thread cache; everything else (a miss, a large block, checked
-    // mode, errno) is one tail call.
-    if mode::plain() {
+    // The fast path takes the heap profiler's countdown (whether profiling is on or not:
+    // with it off, the countdown runs out once per interval and nothing is sampled), then
+    // pops the thread cache; everything else (a sample, a miss, a large block, checked
+    // mode, counting, errno) is one tail call.
+    if mode::plain_alloc() {
+        if heap_profile::should_sample(size) {
+            return malloc_sampled(size);
+        }
         let p = hakmem_core::alloc_cached(size);
         if !p.is_null() {
             return p.cast();
         }
+        return malloc_counted_down(size);
     }
     malloc_slow(size)
+}
+
+/// `malloc` when the countdown ran out on its fast path: a sampled block if profiling is
+/// on, else (and if the arena has no room) a plain one.
+#[cold]
+#[inline(never)]
+fn malloc_sampled(size: usize) -> *mut c_void {
+    or_enomem(heap_profile::alloc_slow(
+        size,
+        MIN_ALIGN,
+        false,
+        |size, align| core_alloc(size, align, false),
+    ))
+}
+
+/// `malloc` after its fast path took the countdown (so not again) and missed the thread
+/// cache.
+#[cold]
+#[inline(never)]
+fn malloc_counted_down(size: usize) -> *mut c_void {
+    or_enomem(hakmem_core::alloc(size, MIN_ALIGN))
+}
+
+/// `p`, or null with `errno = ENOMEM` when `p` is null.
+#[inline(always)]
+fn or_enomem(p: *mut u8) -> *mut c_void {
+    if p.is_null() {
+        return out_of_memory();
+    }
+    p.cast()
 }
 
 #[cold]

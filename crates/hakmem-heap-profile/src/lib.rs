@@ -131,11 +131,7 @@ fn now_nanos() -> u64 {
 /// inlined into an executable (a subtraction from a thread-local and a branch).
 #[inline(always)]
 pub fn should_sample(size: usize) -> bool {
-    tls::with(|t| {
-        let left = t.countdown.get().wrapping_sub(size as isize);
-        t.countdown.set(left);
-        left < 0
-    })
+    tls::count_down(size)
 }
 
 /// The next pseudo-random 64-bit number of this thread.
@@ -224,7 +220,7 @@ pub fn alloc_slow(
 }
 
 /// A sampled block of `size` bytes aligned to `align`, its stack recorded; null when the
-/// arena has no slot for it (over 1 GiB, or its class full): then the caller allocates a
+/// arena has no slot for it (over 512 MiB, or its class full): then the caller allocates a
 /// plain block.
 fn alloc_sampled(size: usize, align: usize, zeroed: bool) -> *mut u8 {
     let _busy = Busy::enter();
