@@ -24,12 +24,14 @@
 //!
 //! # Stacks
 //!
-//! Captured in the allocating thread by libgcc's `_Unwind_Backtrace`, which reads
-//! `.eh_frame` (present in default Rust release builds and in `gcc -O2` C) and does not
-//! call `malloc` once its caches are set up ([`unwind`]); a thread-local flag makes any
-//! allocation made while sampling, or while writing a profile, plain (never sampled, never
-//! recursing). Stacks are interned in a fixed table mapped with `mmap` ([`table`]), which
-//! keeps per stack the estimated allocated and in-use objects and bytes.
+//! Captured in the allocating thread from `.eh_frame` (present in default Rust release
+//! builds and in `gcc -O2` C): on x86-64 Linux by a cached DWARF CFI unwinder (`cfi`:
+//! each return address's rule computed once with `gimli`, then a hash probe per frame),
+//! elsewhere and for frames it does not follow by libgcc's `_Unwind_Backtrace`
+//! ([`unwind`]). Neither allocates; a thread-local flag makes any allocation made while
+//! sampling, or while writing a profile, plain (never sampled, never recursing). Stacks
+//! are interned in a fixed table mapped with `mmap` ([`table`]), which keeps per stack
+//! the estimated allocated and in-use objects and bytes.
 //!
 //! # Output
 //!
