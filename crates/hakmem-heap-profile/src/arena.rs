@@ -27,7 +27,7 @@ use std::io;
 
 /// Bytes of address space reserved for sampled blocks (48 regions of 512 MiB).
 pub const ARENA_SIZE: usize = 48 << REGION_SHIFT;
-const REGION_SHIFT: u32 = 29;
+pub(crate) const REGION_SHIFT: u32 = 29;
 const REGION: usize = 1 << REGION_SHIFT;
 /// Size classes (45 of the 48 regions are used).
 const CLASSES: usize = 45;
@@ -39,7 +39,7 @@ const PAGE: usize = 4096;
 
 /// The reservation's start; until it is mapped, the top [`ARENA_SIZE`] bytes of the
 /// address space, which no user pointer reaches, so [`contains`] needs no other test.
-static BASE: AtomicUsize = AtomicUsize::new(NO_BASE);
+pub(crate) static BASE: AtomicUsize = AtomicUsize::new(NO_BASE);
 const NO_BASE: usize = usize::MAX - ARENA_SIZE + 1;
 
 /// The bytes of a slot of class `c`.

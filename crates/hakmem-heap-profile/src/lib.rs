@@ -45,6 +45,8 @@ pub mod arena;
 mod cfi;
 pub mod decode;
 mod flame;
+#[cfg(target_arch = "x86_64")]
+mod free_asm;
 mod lock;
 mod mem;
 mod pprof;
@@ -247,6 +249,31 @@ fn alloc_sampled(size: usize, align: usize, zeroed: bool) -> *mut u8 {
 #[inline(always)]
 pub fn is_sampled(p: *const u8) -> bool {
     arena::contains(p)
+}
+
+/// Free `p` if it is a sampled block; whether it was. On x86-64 with no call the
+/// compiler sees (see `free_asm.rs`), so that the Rust `dealloc` stays small enough for
+/// LTO to inline.
+///
+/// # Safety
+/// `p` is a live block of hakmem's or a sampled one, which the caller gives up if this
+/// returns true.
+#[inline(always)]
+pub unsafe fn free_if_sampled(p: *mut u8) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        // SAFETY: by the caller.
+        unsafe { free_asm::free_if_sampled(p) }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        if !is_sampled(p) {
+            return false;
+        }
+        // SAFETY: by the caller, a live sampled block it gives up.
+        unsafe { free_sampled(p) };
+        true
+    }
 }
 
 /// Free a sampled block, noting it in its stack's in-use figures.

@@ -123,9 +123,9 @@ mod front {
     /// As for [`hakmem_core::dealloc`].
     #[inline(always)]
     pub unsafe fn dealloc(p: *mut u8, size: usize, align: usize) {
-        if hp::is_sampled(p) {
-            // SAFETY: a live sampled block the caller gives up.
-            return unsafe { hp::free_sampled(p) };
+        // SAFETY: by the caller, a live block it gives up.
+        if unsafe { hp::free_if_sampled(p) } {
+            return;
         }
         // SAFETY: by the caller.
         unsafe { entry::dealloc(p, size, align) }
