@@ -17,7 +17,7 @@
 //! - Metadata, beside the slots in mappings of their own: per slot, the requested size
 //!   and the stack id (one word), and per class a stack of free slot numbers.
 //!
-//! Nothing here allocates through an allocator, and one [`Lock`] guards the free lists
+//! Nothing here allocates through an allocator, and one lock (`crate::lock::Lock`) guards the free lists
 //! (taken once per sample and once per free of a sampled block).
 
 use crate::lock::Lock;

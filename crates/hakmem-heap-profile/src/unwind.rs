@@ -1,6 +1,6 @@
 //! Stack capture from the call frame information of `.eh_frame`, which Rust release builds
 //! (no frame pointers) and `gcc -O2` C programs both carry: on x86-64 Linux by the cached
-//! unwinder of [`crate::cfi`], elsewhere, and for stacks with frames that one does not
+//! unwinder of `cfi.rs`, elsewhere, and for stacks with frames that one does not
 //! follow, by libgcc's `_Unwind_Backtrace`, which every process that links `libgcc_s`
 //! (Rust's `std` does) can use and which does not call `malloc` (see docs/PROFILING.md
 //! for the check). Should any unwinder allocate, the caller is marked busy
@@ -49,7 +49,7 @@ impl Frames {
     }
 
     /// Capture the calling thread's stack, from the caller of this function outwards:
-    /// with the cached unwinder ([`crate::cfi`]) on x86-64 Linux, with libgcc where that
+    /// with the cached unwinder (`cfi.rs`) on x86-64 Linux, with libgcc where that
     /// one cannot follow a frame (and on other targets).
     #[inline(never)]
     pub fn capture(&mut self) {
