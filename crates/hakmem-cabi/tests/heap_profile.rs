@@ -113,6 +113,26 @@ fn c_program_sites_within_ten_percent() {
     }
 }
 
+/// A double free of a sampled block is reported with its pointer, and the process aborts
+/// (the slot is not handed out twice).
+#[test]
+fn double_free_of_a_sampled_block_aborts() {
+    use std::os::unix::process::ExitStatusExt;
+    let dir = scratch("heap-profile-double-free");
+    let o = output(
+        command(program(), true)
+            .arg("double_free")
+            .env("HAKMEM_HEAP_PROFILE", dir.join("heap"))
+            .env("HAKMEM_HEAP_PROFILE_INTERVAL", "1"),
+    );
+    let err = text(&o.stderr);
+    assert_eq!(o.status.signal(), Some(libc::SIGABRT), "{}: {err}", o.status);
+    assert!(
+        err.contains("hakmem: double free") && err.contains("pointer 0x"),
+        "{err}"
+    );
+}
+
 #[test]
 fn leak_report_names_the_leaking_site_first() {
     let dir = scratch("heap-profile-leak");

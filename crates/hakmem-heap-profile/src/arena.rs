@@ -107,8 +107,10 @@ static ARENA: Lock<Arena> = Lock::new(Arena {
     }; CLASSES],
 });
 
-/// Per slot (`c * MAX_SLOTS + i`): `size << 16 | stack` of its block while live.
+/// Per slot (`c * MAX_SLOTS + i`): `LIVE | size << 16 | stack` of its block while live,
+/// zero while free (so a second free of a block is told apart).
 static META: AtomicUsize = AtomicUsize::new(0);
+const LIVE: u64 = 1 << 63;
 
 /// Reserve the arena and its metadata, once.
 pub fn init() -> io::Result<()> {
@@ -176,7 +178,7 @@ pub fn alloc(size: usize, align: usize) -> Option<Block> {
             None
         }
     })?;
-    meta(c, i).store((size as u64) << 16, Relaxed);
+    meta(c, i).store(LIVE | (size as u64) << 16, Relaxed);
     let ptr = (base + (c << REGION_SHIFT) + i * class_size(c)) as *mut u8;
     Some(Block { ptr, zero })
 }
@@ -197,8 +199,39 @@ pub fn set_stack(p: *const u8, stack: u32) {
 /// `(requested size, stack id)` of the live block `p`.
 pub fn info(p: *const u8) -> (usize, u32) {
     let (c, i) = locate(p);
-    let m = meta(c, i).load(Relaxed);
-    ((m >> 16) as usize, (m & 0xffff) as u32)
+    unpack(meta(c, i).load(Relaxed))
+}
+
+fn unpack(m: u64) -> (usize, u32) {
+    (((m & !LIVE) >> 16) as usize, (m & 0xffff) as u32)
+}
+
+/// The class and slot of `p`, a pointer into the arena, if it is the start of a slot
+/// handed out (live or freed); `None` for any other address of the arena.
+fn slot_of(p: *const u8) -> Option<(usize, usize)> {
+    let off = (p as usize).wrapping_sub(BASE.load(Relaxed));
+    let c = off >> REGION_SHIFT;
+    if c >= CLASSES || (off & (REGION - 1)) % class_size(c) != 0 {
+        return None;
+    }
+    let i = (off & (REGION - 1)) / class_size(c);
+    (i < slots(c)).then_some((c, i))
+}
+
+/// Report a free of `p` that is not the start of a live sampled block, and abort.
+#[cold]
+fn misuse(p: *const u8) -> ! {
+    let mut msg = *b"hakmem: double free, or free of a pointer that is not the start of a live \
+sampled block (heap profiler arena): pointer 0x0000000000000000\n";
+    let digits = msg.len() - 17;
+    for k in 0..16 {
+        msg[digits + k] = b"0123456789abcdef"[(p as usize >> (60 - 4 * k)) & 0xf];
+    }
+    // SAFETY: writes our buffer to stderr; then the process ends.
+    unsafe {
+        libc::write(2, msg.as_ptr().cast(), msg.len());
+        libc::abort()
+    }
 }
 
 /// The bytes usable at the live block `p`: its class's size.
@@ -207,9 +240,16 @@ pub fn usable_size(p: *const u8) -> usize {
 }
 
 /// Give the slot of the live block `p` back; returns what [`info`] said of it.
+///
+/// A pointer of the arena that is not the start of a live block (a second free, an
+/// interior pointer) is reported on stderr and the process aborts.
 pub fn free(p: *const u8) -> (usize, u32) {
-    let (c, i) = locate(p);
-    let info = info(p);
+    let Some((c, i)) = slot_of(p) else { misuse(p) };
+    let m = meta(c, i).swap(0, Relaxed);
+    if m & LIVE == 0 {
+        misuse(p);
+    }
+    let info = unpack(m);
     let base = BASE.load(Relaxed);
     ARENA.with(|a| {
         let free = a.free;
@@ -269,6 +309,20 @@ mod tests {
         assert_eq!(class_size(CLASSES - 1), REGION);
         assert!(!contains(core::ptr::null()));
         assert!(!contains(16 as *const u8));
+    }
+
+    #[test]
+    fn only_live_slot_starts_are_freed() {
+        init().unwrap();
+        let b = alloc(100, 16).unwrap(); // class 112
+        assert!(slot_of(b.ptr).is_some());
+        assert_eq!(slot_of(b.ptr.wrapping_add(16)), None, "interior pointer");
+        let (c, i) = slot_of(b.ptr).unwrap();
+        assert!(meta(c, i).load(Relaxed) & LIVE != 0);
+        free(b.ptr);
+        assert_eq!(meta(c, i).load(Relaxed) & LIVE, 0, "a second free would be caught");
+        let past = (BASE.load(Relaxed) + CLASSES * REGION) as *const u8;
+        assert!(contains(past) && slot_of(past).is_none(), "unused region");
     }
 
     #[test]
