@@ -157,19 +157,20 @@ unsafe fn free_in_mode(p: *mut u8) {
     unsafe { hakmem_core::free_or_else(p, not_freed) }
 }
 
-/// What `free` does with a pointer hakmem-core did not free: a foreign one goes to its
-/// own allocator, a sampled block to the heap profiler, anything else is reported.
+/// What `free` does with a pointer hakmem-core did not free: a sampled block goes to the
+/// heap profiler (its arena lies outside hakmem's chunks), a foreign one to its own
+/// allocator, anything else is reported.
 #[cold]
 #[inline(never)]
 fn not_freed(p: *mut u8, why: NotFreed) {
     let _errno = errno::Preserve::new();
     match why {
-        NotFreed::Foreign => foreign::free(p),
-        NotFreed::Invalid if heap_profile::is_sampled_in_chunk(p) => {
-            // SAFETY: a live sampled block (its check word matched), which the caller
-            // of `free` gives up.
+        NotFreed::Foreign if heap_profile::is_sampled(p) => {
+            // SAFETY: a live sampled block (it lies in the profiler's arena, which checks
+            // it), which the caller of `free` gives up.
             unsafe { heap_profile::free_sampled(p) }
         }
+        NotFreed::Foreign => foreign::free(p),
         NotFreed::Invalid => hakmem_core::report_misuse(p, Misuse::InvalidFree, None),
     }
 }
@@ -188,7 +189,8 @@ pub unsafe fn free_sized_block(p: *mut c_void, size: usize, align: usize) {
     // One load of a static bitmap keeps foreign pointers (a program's own `operator new`
     // that did not replace sized `delete`, say) out of hakmem's lists.
     if !hakmem_core::in_heap(p) {
-        return foreign::free(p);
+        // SAFETY: by the caller.
+        return unsafe { free_not_in_chunk(p) };
     }
     if !mode::plain() {
         // SAFETY: by the caller.
@@ -201,6 +203,23 @@ pub unsafe fn free_sized_block(p: *mut c_void, size: usize, align: usize) {
     unsafe { hakmem_core::dealloc(p, size, align) }
 }
 
+/// [`free_sized_block`] of a block outside hakmem's chunks: a sampled block (in the heap
+/// profiler's arena) or a foreign one.
+///
+/// # Safety
+/// As for [`free_sized_block`].
+#[cold]
+#[inline(never)]
+unsafe fn free_not_in_chunk(p: *mut u8) {
+    if heap_profile::is_sampled(p) {
+        let _errno = errno::Preserve::new();
+        stats::on_free(p);
+        // SAFETY: by the caller, a live block; in the arena, so a sampled one.
+        return unsafe { heap_profile::free_sampled(p) };
+    }
+    foreign::free(p)
+}
+
 /// [`free_sized_block`] of a block in hakmem's memory, checked and / or counted.
 ///
 /// # Safety
@@ -210,10 +229,6 @@ pub unsafe fn free_sized_block(p: *mut c_void, size: usize, align: usize) {
 unsafe fn free_sized_in_mode(p: *mut u8, size: usize, align: usize) {
     let _errno = errno::Preserve::new();
     stats::on_free(p);
-    if heap_profile::is_sampled_in_chunk(p) {
-        // SAFETY: a live sampled block, which the caller gives up.
-        return unsafe { heap_profile::free_sampled(p) };
-    }
     if mode::checked() {
         // SAFETY: by the caller; misuse, a stated size included, is reported.
         return unsafe { Checked::dealloc(p, size, align) };
@@ -256,7 +271,7 @@ pub unsafe fn realloc_block(p: *mut c_void, new_size: usize) -> *mut c_void {
     }
     let p = p.cast::<u8>();
     let checked = mode::checked();
-    let sampled = heap_profile::is_sampled_in_chunk(p);
+    let sampled = heap_profile::is_sampled(p);
     if sampled || (mode::profiled() && !checked && heap_profile::should_sample(new_size)) {
         // SAFETY: by the caller.
         return unsafe { realloc_moving(p, new_size, sampled) };
@@ -355,13 +370,11 @@ pub fn usable_size(p: *const c_void) -> usize {
         // The canary's bytes are not the program's.
         return Checked::usable_size(p.cast());
     }
-    match hakmem_core::usable_size(p.cast()) {
-        // SAFETY: a live sampled block (its check word matched).
-        0 if heap_profile::is_sampled_in_chunk(p.cast()) => unsafe {
-            heap_profile::usable_size_sampled(p as *mut u8)
-        },
-        n => n,
+    if heap_profile::is_sampled(p.cast()) {
+        // SAFETY: a block in the profiler's arena: a sampled one, live by the caller.
+        return unsafe { heap_profile::usable_size_sampled(p as *mut u8) };
     }
+    hakmem_core::usable_size(p.cast())
 }
 
 /// Give cached free memory back to the OS; whether any mapping shrank.
@@ -374,15 +387,51 @@ pub fn trim() -> bool {
 /// `malloc(size)`.
 #[no_mangle]
 pub extern "C" fn malloc(size: usize) -> *mut c_void {
-    // The fast path pops the thread cache; everything else (a miss, a large block, checked
-    // mode, errno) is one tail call.
-    if mode::plain() {
+    // The fast path takes the heap profiler's countdown (whether profiling is on or not:
+    // with it off, the countdown runs out once per interval and nothing is sampled), then
+    // pops the thread cache; everything else (a sample, a miss, a large block, checked
+    // mode, counting, errno) is one tail call.
+    if mode::plain_alloc() {
+        if heap_profile::should_sample(size) {
+            return malloc_sampled(size);
+        }
         let p = hakmem_core::alloc_cached(size);
         if !p.is_null() {
             return p.cast();
         }
+        return malloc_counted_down(size);
     }
     malloc_slow(size)
+}
+
+/// `malloc` when the countdown ran out on its fast path: a sampled block if profiling is
+/// on, else (and if the arena has no room) a plain one.
+#[cold]
+#[inline(never)]
+fn malloc_sampled(size: usize) -> *mut c_void {
+    or_enomem(heap_profile::alloc_slow(
+        size,
+        MIN_ALIGN,
+        false,
+        |size, align| core_alloc(size, align, false),
+    ))
+}
+
+/// `malloc` after its fast path took the countdown (so not again) and missed the thread
+/// cache.
+#[cold]
+#[inline(never)]
+fn malloc_counted_down(size: usize) -> *mut c_void {
+    or_enomem(hakmem_core::alloc(size, MIN_ALIGN))
+}
+
+/// `p`, or null with `errno = ENOMEM` when `p` is null.
+#[inline(always)]
+fn or_enomem(p: *mut u8) -> *mut c_void {
+    if p.is_null() {
+        return out_of_memory();
+    }
+    p.cast()
 }
 
 #[cold]

@@ -34,6 +34,34 @@ pub fn plain() -> bool {
     MODE.load(Relaxed) == 0
 }
 
+/// The fast path of `malloc` may be taken: the mode is decided, unchecked, uncounted
+/// (heap profiling or not: `malloc`'s fast path takes the profiler's countdown).
+#[inline(always)]
+pub fn plain_alloc() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        // One `test` of the byte in memory and a branch, where the compiler loads it
+        // first: this is on every `malloc`, whose fast path also takes the profiler's
+        // countdown (docs/PROFILING.md, "Costs").
+        // SAFETY: reads the mode byte, a static; writes nothing but the flags.
+        unsafe {
+            core::arch::asm!(
+                "test byte ptr [rip + {mode}], {others}",
+                "jnz {not_plain}",
+                mode = sym MODE,
+                others = const !PROFILED,
+                not_plain = label { return false; },
+                options(nostack, readonly),
+            );
+        }
+        true
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        MODE.load(Relaxed) & !PROFILED == 0
+    }
+}
+
 /// The fast path of `free` may be taken: the mode is decided, unchecked, uncounted
 /// (heap profiling or not).
 #[inline(always)]

@@ -13,35 +13,25 @@
 //!
 //! # Sampled blocks
 //!
-//! A sampled block is a hakmem block of `size.max(16) + a` bytes (`a`: the alignment, at
-//! least 16) handed out `a` bytes past its start. The 16 bytes before the user pointer are
-//! a header:
+//! A sampled block is not a hakmem block: it lives in the profiler's own arena, one
+//! address reservation split into a region per size class ([`arena`]). So a free knows a
+//! sampled block by its address ([`is_sampled`]: one subtraction and one compare), needs
+//! no header, and a live sample costs its class's rounding and 8 bytes of metadata.
 //!
-//! ```text
-//!  real                        user - 16            user - 8             user
-//!  | (a - 16 bytes unused) ... | size<<24|lg a<<16|stack | MAGIC ^ user | the program's bytes
-//! ```
-//!
-//! - C's `free` needs no new test: the user pointer is not the start of a hakmem block, so
-//!   its fast path misses and the slow path, which already sorts invalid pointers, asks
-//!   [`is_sampled_in_chunk`] before reporting misuse.
-//! - Rust's `dealloc` (and C++ sized `delete`) knows the size and looks nothing up: it
-//!   tests [`is_sampled`], one load of a flag that is false until the first sample, then
-//!   one compare of the word before the pointer against the per-process secret `MAGIC`
-//!   xor the address. The word is cleared when the sampled block is freed, so a stale
-//!   header never matches a later block.
-//!
-//! The stack and size live in the header, so a live sample costs 16 bytes plus the
-//! rounding of its larger block, and no table.
+//! - C's `free` needs no new test on its fast path: an arena block is not in a hakmem
+//!   chunk, so the fast path misses and the slow path asks [`is_sampled`] first.
+//! - Rust's `dealloc` (and C++ sized `delete`) tests [`is_sampled`] before anything else.
 //!
 //! # Stacks
 //!
-//! Captured in the allocating thread by libgcc's `_Unwind_Backtrace`, which reads
-//! `.eh_frame` (present in default Rust release builds and in `gcc -O2` C) and does not
-//! call `malloc` once its caches are set up ([`unwind`]); a thread-local flag makes any
-//! allocation made while sampling, or while writing a profile, plain (never sampled, never
-//! recursing). Stacks are interned in a fixed table mapped with `mmap` ([`table`]), which
-//! keeps per stack the estimated allocated and in-use objects and bytes.
+//! Captured in the allocating thread from `.eh_frame` (present in default Rust release
+//! builds and in `gcc -O2` C): on x86-64 Linux by a cached DWARF CFI unwinder (`cfi`:
+//! each return address's rule computed once with `gimli`, then a hash probe per frame),
+//! elsewhere and for frames it does not follow by libgcc's `_Unwind_Backtrace`
+//! ([`unwind`]). Neither allocates; a thread-local flag makes any allocation made while
+//! sampling, or while writing a profile, plain (never sampled, never recursing). Stacks
+//! are interned in a fixed table mapped with `mmap` ([`table`]), which keeps per stack
+//! the estimated allocated and in-use objects and bytes.
 //!
 //! # Output
 //!
@@ -50,8 +40,15 @@
 //! stacks as text: at exit, the leak report).
 #![deny(unsafe_op_in_unsafe_fn)]
 
+pub mod arena;
+#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+mod cfi;
 pub mod decode;
 mod flame;
+#[cfg(target_arch = "x86_64")]
+mod free_asm;
+mod lock;
+mod mem;
 mod pprof;
 mod symbols;
 pub mod table;
@@ -60,7 +57,7 @@ pub mod unwind;
 
 use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
 
 pub use flame::Measure;
 pub use symbols::{Frame, Snapshot, StackStat};
@@ -68,18 +65,10 @@ pub use symbols::{Frame, Snapshot, StackStat};
 /// The mean number of bytes between two samples unless told otherwise.
 pub const DEFAULT_INTERVAL: usize = 512 * 1024;
 
-/// Sizes from `2^40` up are never sampled (the header keeps 40 bits of size).
-const MAX_SAMPLED_SIZE: usize = 1 << 40;
-
 /// Whether allocations are being sampled.
 static RUNNING: AtomicBool = AtomicBool::new(false);
 /// The mean sampling interval in bytes.
 static INTERVAL: AtomicUsize = AtomicUsize::new(DEFAULT_INTERVAL);
-/// True from the first sampled block on, for the rest of the process (sampled blocks may
-/// outlive [`stop`]); until then [`is_sampled`] is one load.
-static ANY_SAMPLED: AtomicBool = AtomicBool::new(false);
-/// The per-process secret of the header's check word (set before the first sample).
-static MAGIC: AtomicU64 = AtomicU64::new(0);
 
 /// Options of [`start`].
 #[derive(Clone, Copy, Debug)]
@@ -97,13 +86,11 @@ impl Default for Options {
 }
 
 /// Start sampling (again): allocations from now on are sampled every `interval` bytes on
-/// average. Fails only if the stack table cannot be mapped.
+/// average. Fails only if the stack table or the arena cannot be mapped.
 pub fn start(options: Options) -> io::Result<()> {
     let _busy = Busy::enter();
     table::init()?;
-    if MAGIC.load(Relaxed) == 0 {
-        MAGIC.store(secret(), Relaxed);
-    }
+    arena::init()?;
     register_fork_handlers();
     INTERVAL.store(options.interval.max(1), Relaxed);
     RUNNING.store(true, Relaxed);
@@ -148,11 +135,7 @@ fn now_nanos() -> u64 {
 /// inlined into an executable (a subtraction from a thread-local and a branch).
 #[inline(always)]
 pub fn should_sample(size: usize) -> bool {
-    tls::with(|t| {
-        let left = t.countdown.get().wrapping_sub(size as isize);
-        t.countdown.set(left);
-        left < 0
-    })
+    tls::count_down(size)
 }
 
 /// The next pseudo-random 64-bit number of this thread.
@@ -191,7 +174,7 @@ fn decide(size: usize) -> bool {
     }
     let next = draw_interval();
     tls::with(|t| t.countdown.set(next));
-    RUNNING.load(Relaxed) && !is_busy() && size < MAX_SAMPLED_SIZE
+    RUNNING.load(Relaxed) && !is_busy()
 }
 
 /// The probability that an allocation of `size` bytes is sampled.
@@ -240,100 +223,57 @@ pub fn alloc_slow(
     plain(size, align)
 }
 
-/// The header's alignment and the real block's size for a request.
-fn real_layout(size: usize, align: usize) -> (usize, usize) {
-    let a = align.max(16);
-    (size.max(16) + a, a)
-}
-
-/// A sampled block of `size` bytes aligned to `align`, its stack recorded; null when
-/// hakmem has no memory (or the alignment is over what it serves).
+/// A sampled block of `size` bytes aligned to `align`, its stack recorded; null when the
+/// arena has no slot for it (over 512 MiB, or its class full): then the caller allocates a
+/// plain block.
 fn alloc_sampled(size: usize, align: usize, zeroed: bool) -> *mut u8 {
     let _busy = Busy::enter();
-    let (real_size, a) = real_layout(size, align);
-    let real = if zeroed {
-        hakmem_core::alloc_zeroed(real_size, a)
-    } else {
-        hakmem_core::alloc(real_size, a)
+    let Some(block) = arena::alloc(size, align) else {
+        return core::ptr::null_mut();
     };
-    if real.is_null() {
-        return real;
+    if zeroed && !block.zero {
+        // SAFETY: the slot holds at least `size` bytes and is ours.
+        unsafe { block.ptr.write_bytes(0, size) };
     }
     let mut frames = unwind::Frames::new();
     frames.capture();
     let w = 1.0 / sample_probability(size);
     let stack = table::record_alloc(frames.as_slice(), w, size as f64 * w);
-    // SAFETY: `real` holds `a + size.max(16)` bytes; the header is its 16 bytes before
-    // `real + a`.
-    unsafe {
-        let user = real.add(a);
-        let h = user.cast::<u64>().sub(2);
-        h.write((size as u64) << 24 | (a.trailing_zeros() as u64) << 16 | stack as u64);
-        h.add(1).write(MAGIC.load(Relaxed) ^ user as u64);
-        ANY_SAMPLED.store(true, Relaxed);
-        user
-    }
+    arena::set_stack(block.ptr, stack);
+    block.ptr
 }
 
-/// Whether any block was ever sampled (then frees must ask [`is_sampled`]).
+/// Whether the block `p` is a sampled block: whether it lies in the profiler's arena.
+/// Any pointer may be asked (nothing is read); false for every pointer until the first
+/// [`start`].
 #[inline(always)]
-pub fn any_sampled() -> bool {
-    ANY_SAMPLED.load(Relaxed)
+pub fn is_sampled(p: *const u8) -> bool {
+    arena::contains(p)
 }
 
-/// Whether the block `p` (a hakmem block, or a sampled one) is a sampled block: one load
-/// until the first sample, then one more load and a compare.
+/// Free `p` if it is a sampled block; whether it was. On x86-64 with no call the
+/// compiler sees (see `free_asm.rs`), so that the Rust `dealloc` stays small enough for
+/// LTO to inline.
 ///
 /// # Safety
-/// `p` is a block handed out by hakmem (directly or by [`alloc_slow`]): the 8 bytes
-/// before it are readable.
+/// `p` is a live block of hakmem's or a sampled one, which the caller gives up if this
+/// returns true.
 #[inline(always)]
-pub unsafe fn is_sampled(p: *const u8) -> bool {
-    if !ANY_SAMPLED.load(Relaxed) {
-        return false;
-    }
-    // SAFETY: by the caller.
-    unsafe { check_word(p) }
-}
-
-/// # Safety
-/// As for [`is_sampled`].
-#[inline]
-unsafe fn check_word(p: *const u8) -> bool {
-    // SAFETY: by the caller.
-    let w = unsafe { p.cast::<u64>().sub(1).read() };
-    w == MAGIC.load(Relaxed) ^ p as u64
-}
-
-/// [`is_sampled`] for any pointer inside one of hakmem's chunks (an invalid pointer C's
-/// `free` was given, say): false for anything at a chunk's start or misaligned.
-// Safe for any pointer: it reads only inside a chunk hakmem mapped, after checking that.
-#[allow(clippy::not_unsafe_ptr_arg_deref)]
-pub fn is_sampled_in_chunk(p: *const u8) -> bool {
-    let addr = p as usize;
-    if !ANY_SAMPLED.load(Relaxed)
-        || addr % 16 != 0
-        || addr % hakmem_core::CHUNK_SIZE < 16
-        || !hakmem_core::in_heap(p)
+pub unsafe fn free_if_sampled(p: *mut u8) -> bool {
+    #[cfg(target_arch = "x86_64")]
     {
-        return false;
+        // SAFETY: by the caller.
+        unsafe { free_asm::free_if_sampled(p) }
     }
-    // SAFETY: inside a mapped chunk and not at its start: the word before is mapped.
-    unsafe { check_word(p) }
-}
-
-/// The header of a sampled block: `(real block, requested size, alignment, stack)`.
-///
-/// # Safety
-/// `p` is a live sampled block.
-unsafe fn header(p: *mut u8) -> (*mut u8, usize, usize, u32) {
-    // SAFETY: by the caller, the header precedes `p`.
-    let h = unsafe { p.cast::<u64>().sub(2).read() };
-    let size = (h >> 24) as usize;
-    let a = 1usize << ((h >> 16) & 0xff);
-    let stack = (h & 0xffff) as u32;
-    // SAFETY: the real block starts `a` bytes before.
-    (unsafe { p.sub(a) }, size, a, stack)
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        if !is_sampled(p) {
+            return false;
+        }
+        // SAFETY: by the caller, a live sampled block it gives up.
+        unsafe { free_sampled(p) };
+        true
+    }
 }
 
 /// Free a sampled block, noting it in its stack's in-use figures.
@@ -343,27 +283,17 @@ unsafe fn header(p: *mut u8) -> (*mut u8, usize, usize, u32) {
 #[cold]
 #[inline(never)]
 pub unsafe fn free_sampled(p: *mut u8) {
-    // SAFETY: by the caller.
-    let (real, size, a, stack) = unsafe { header(p) };
+    let (size, stack) = arena::free(p);
     let w = 1.0 / sample_probability(size);
     table::record_free(stack, w, size as f64 * w);
-    let (real_size, _) = real_layout(size, a);
-    // SAFETY: clear the check word so that no later block matches, then give the real
-    // block back with the request it was allocated with.
-    unsafe {
-        p.cast::<u64>().sub(1).write(0);
-        hakmem_core::dealloc(real, real_size, a);
-    }
 }
 
-/// The bytes usable at a sampled block.
+/// The bytes usable at a sampled block (its size class, for the block's whole life).
 ///
 /// # Safety
 /// `p` is a live sampled block.
 pub unsafe fn usable_size_sampled(p: *mut u8) -> usize {
-    // SAFETY: by the caller.
-    let (real, _, a, _) = unsafe { header(p) };
-    hakmem_core::usable_size(real) - a
+    arena::usable_size(p)
 }
 
 /// The size a sampled block was requested with.
@@ -371,8 +301,7 @@ pub unsafe fn usable_size_sampled(p: *mut u8) -> usize {
 /// # Safety
 /// `p` is a live sampled block.
 pub unsafe fn requested_size(p: *mut u8) -> usize {
-    // SAFETY: by the caller.
-    unsafe { header(p) }.1
+    arena::info(p).0
 }
 
 /// Install fork handlers once: the stack table's lock is taken before `fork` and released
@@ -384,12 +313,16 @@ fn register_fork_handlers() {
     }
     extern "C" fn prepare() {
         table::lock_for_fork();
+        arena::hold_for_fork();
     }
     extern "C" fn release() {
-        // SAFETY: `prepare` took the lock in this thread (or its parent copy).
-        unsafe { table::unlock_after_fork() };
+        // SAFETY: `prepare` took both locks in this thread (or its parent copy).
+        unsafe {
+            arena::release_after_fork();
+            table::unlock_after_fork();
+        }
     }
-    // SAFETY: the handlers only take and release the table's spin lock.
+    // SAFETY: the handlers only take and release the table's and the arena's locks.
     unsafe { libc::pthread_atfork(Some(prepare), Some(release), Some(release)) };
 }
 

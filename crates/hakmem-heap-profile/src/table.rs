@@ -5,11 +5,11 @@
 //!
 //! Stack 0 stands for "the table is full": its samples still count, under an empty stack.
 
+use crate::lock::Lock;
 use core::sync::atomic::{AtomicU32, Ordering::Relaxed};
-use hakmem_core::SpinLock;
 use std::io;
 
-/// Most distinct stacks (ids fit the header's 16 bits).
+/// Most distinct stacks (ids fit the 16 bits the arena keeps per block).
 pub const MAX_STACKS: usize = 1 << 16;
 /// Slots of the hash index (a power of two, twice [`MAX_STACKS`]).
 const INDEX_SLOTS: usize = MAX_STACKS * 2;
@@ -47,7 +47,7 @@ struct Table {
 // SAFETY: the pointers are to process-wide mappings, only used under the lock.
 unsafe impl Send for Table {}
 
-static TABLE: SpinLock<Table> = SpinLock::new(Table {
+static TABLE: Lock<Table> = Lock::new(Table {
     entries: core::ptr::null_mut(),
     index: core::ptr::null_mut(),
     frames: core::ptr::null_mut(),
@@ -58,38 +58,22 @@ static TABLE: SpinLock<Table> = SpinLock::new(Table {
 static LEN: AtomicU32 = AtomicU32::new(0);
 
 fn map<T>(count: usize) -> io::Result<*mut T> {
-    // SAFETY: an anonymous private mapping; no memory of ours is touched.
-    let p = unsafe {
-        libc::mmap(
-            core::ptr::null_mut(),
-            count * core::mem::size_of::<T>(),
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
-            -1,
-            0,
-        )
-    };
-    if p == libc::MAP_FAILED {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(p.cast())
+    crate::mem::map(count * core::mem::size_of::<T>()).map(|p| p.cast())
 }
 
 /// Map the table if not yet done.
 pub fn init() -> io::Result<()> {
-    let mut t = TABLE.lock();
-    if !t.entries.is_null() {
-        return Ok(());
-    }
-    let entries = map::<Entry>(MAX_STACKS)?;
-    let index = map::<u32>(INDEX_SLOTS)?;
-    let frames = map::<u64>(MAX_FRAMES)?;
-    t.entries = entries;
-    t.index = index;
-    t.frames = frames;
-    // Entry 0: the overflow stack, zero frames (the mapping is zeroed).
-    LEN.store(1, Relaxed);
-    Ok(())
+    TABLE.with(|t| {
+        if !t.entries.is_null() {
+            return Ok(());
+        }
+        t.entries = map::<Entry>(MAX_STACKS)?;
+        t.index = map::<u32>(INDEX_SLOTS)?;
+        t.frames = map::<u64>(MAX_FRAMES)?;
+        // Entry 0: the overflow stack, zero frames (the mapping is zeroed).
+        LEN.store(1, Relaxed);
+        Ok(())
+    })
 }
 
 fn hash(frames: &[u64]) -> u64 {
@@ -155,46 +139,49 @@ impl Table {
 /// Note a sample at `frames` standing for `objects` allocations of `bytes` bytes in all;
 /// returns the stack's id.
 pub fn record_alloc(frames: &[u64], objects: f64, bytes: f64) -> u32 {
-    let mut t = TABLE.lock();
-    if t.entries.is_null() {
-        return 0; // never: sampling starts after `init`
-    }
-    let id = t.intern(frames);
-    let e = t.entry(id);
-    e.alloc_objects += objects;
-    e.alloc_bytes += bytes;
-    e.inuse_objects += objects;
-    e.inuse_bytes += bytes;
-    e.samples += 1;
-    e.live += 1;
-    id
+    TABLE.with(|t| {
+        if t.entries.is_null() {
+            return 0; // never: sampling starts after `init`
+        }
+        let id = t.intern(frames);
+        let e = t.entry(id);
+        e.alloc_objects += objects;
+        e.alloc_bytes += bytes;
+        e.inuse_objects += objects;
+        e.inuse_bytes += bytes;
+        e.samples += 1;
+        e.live += 1;
+        id
+    })
 }
 
 /// Note the free of a block sampled at stack `id` with these weights.
 pub fn record_free(id: u32, objects: f64, bytes: f64) {
-    let mut t = TABLE.lock();
-    if t.entries.is_null() {
-        return;
-    }
-    let e = t.entry(id);
-    e.inuse_objects -= objects;
-    e.inuse_bytes -= bytes;
-    e.live = e.live.saturating_sub(1);
+    TABLE.with(|t| {
+        if t.entries.is_null() {
+            return;
+        }
+        let e = t.entry(id);
+        e.inuse_objects -= objects;
+        e.inuse_bytes -= bytes;
+        e.live = e.live.saturating_sub(1);
+    })
 }
 
 /// Copy every stack (`frames`, figures) out, calling `f` for each while holding the lock:
 /// `f` must not allocate through hakmem's sampled path (the caller is marked busy) and
 /// should only copy.
 pub fn for_each(mut f: impl FnMut(&[u64], &Entry)) {
-    let t = TABLE.lock();
-    if t.entries.is_null() {
-        return;
-    }
-    for id in 0..LEN.load(Relaxed) as usize {
-        // SAFETY: ids below the length are written entries.
-        let e = unsafe { &*t.entries.add(id) };
-        f(t.frames_of(e), e);
-    }
+    TABLE.with(|t| {
+        if t.entries.is_null() {
+            return;
+        }
+        for id in 0..LEN.load(Relaxed) as usize {
+            // SAFETY: ids below the length are written entries.
+            let e = unsafe { &*t.entries.add(id) };
+            f(t.frames_of(e), e);
+        }
+    })
 }
 
 /// Entries in use (an upper bound for [`for_each`] callers reserving space).
@@ -204,33 +191,34 @@ pub fn len() -> usize {
 
 /// Total frames stored (for callers reserving space).
 pub fn frames_used() -> usize {
-    TABLE.lock().frames_used
+    TABLE.with(|t| t.frames_used)
 }
 
 /// Zero every figure.
 pub fn reset() {
-    let mut t = TABLE.lock();
-    if t.entries.is_null() {
-        return;
-    }
-    for id in 0..LEN.load(Relaxed) {
-        let e = t.entry(id);
-        *e = Entry {
-            hash: e.hash,
-            first: e.first,
-            depth: e.depth,
-            ..Entry::default()
-        };
-    }
+    TABLE.with(|t| {
+        if t.entries.is_null() {
+            return;
+        }
+        for id in 0..LEN.load(Relaxed) {
+            let e = t.entry(id);
+            *e = Entry {
+                hash: e.hash,
+                first: e.first,
+                depth: e.depth,
+                ..Entry::default()
+            };
+        }
+    })
 }
 
 pub fn lock_for_fork() {
-    TABLE.lock_forever();
+    TABLE.hold();
 }
 
 /// # Safety
 /// [`lock_for_fork`] took the lock in this thread (or, in a child, in its parent).
 pub unsafe fn unlock_after_fork() {
     // SAFETY: by the caller.
-    unsafe { TABLE.force_unlock() };
+    unsafe { TABLE.release() };
 }

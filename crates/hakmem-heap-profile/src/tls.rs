@@ -10,6 +10,7 @@
 
 use core::cell::Cell;
 
+/// `countdown` is the first field: the initial-exec `count_down` reaches it at offset 0.
 #[repr(C)]
 pub struct State {
     /// Bytes left before the next sample; zero at thread start, so the first allocation
@@ -43,6 +44,16 @@ mod imp {
     #[inline(always)]
     pub fn with<R>(f: impl FnOnce(&State) -> R) -> R {
         STATE.with(f)
+    }
+
+    /// Subtract `size` from the countdown; whether it went below zero.
+    #[inline(always)]
+    pub fn count_down(size: usize) -> bool {
+        with(|t| {
+            let left = t.countdown.get().wrapping_sub(size as isize);
+            t.countdown.set(left);
+            left < 0
+        })
     }
 }
 
@@ -85,6 +96,28 @@ mod imp {
         // touches it, and the reference does not outlive `f`.
         f(unsafe { &*p })
     }
+
+    /// Subtract `size` from the countdown; whether it went below zero. Three instructions
+    /// (the slot's offset, a subtraction from `fs`-relative memory, a branch on the sign)
+    /// where going through [`with`] takes six: it runs on every `malloc`.
+    #[inline(always)]
+    pub fn count_down(size: usize) -> bool {
+        // SAFETY: subtracts from the calling thread's countdown (the first field of its
+        // `State`, at offset 0 of the slot), which only this thread touches, and no
+        // reference to it is alive across the asm (`with`'s end before it returns).
+        unsafe {
+            core::arch::asm!(
+                "mov {off}, qword ptr [rip + hakmem_heap_profile_state@GOTTPOFF]",
+                "sub qword ptr fs:[{off}], {size}",
+                "js {ran_out}",
+                off = out(reg) _,
+                size = in(reg) size,
+                ran_out = label { return true; },
+                options(nostack),
+            );
+        }
+        false
+    }
 }
 
-pub use imp::with;
+pub use imp::{count_down, with};

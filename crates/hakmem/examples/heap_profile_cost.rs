@@ -33,12 +33,15 @@ fn samples() -> (u64, u64) {
     (taken, live)
 }
 
+/// The timed loop, `depth` calls deep; returns its time. Reports nothing itself, so that
+/// callgrind's `--toggle-collect=heap_profile_cost::pairs` counts the loop and its
+/// samples only.
 #[inline(never)]
-fn pairs(depth: usize, n: usize) {
+fn pairs(depth: usize, n: usize) -> std::time::Duration {
     if depth > 0 {
-        pairs(std::hint::black_box(depth - 1), n);
+        let dt = pairs(std::hint::black_box(depth - 1), n);
         std::hint::black_box(depth);
-        return;
+        return dt;
     }
     let l = Layout::from_size_align(32, 8).unwrap();
     let t = std::time::Instant::now();
@@ -50,7 +53,10 @@ fn pairs(depth: usize, n: usize) {
             G.dealloc(p, l);
         }
     }
-    let dt = t.elapsed();
+    t.elapsed()
+}
+
+fn report_pairs(n: usize, dt: std::time::Duration) {
     println!(
         "{n} pairs: {:.1} ns/pair, {} samples",
         dt.as_nanos() as f64 / n as f64,
@@ -91,7 +97,8 @@ fn main() {
     match std::env::args().nth(1).as_deref() {
         Some("pair") => {
             start(arg(3));
-            pairs(arg(4).unwrap_or(0), arg(2).expect("N"));
+            let n = arg(2).expect("N");
+            report_pairs(n, pairs(arg(4).unwrap_or(0), n));
         }
         Some("rss") => {
             start(Some(arg(4).unwrap_or(4096)));

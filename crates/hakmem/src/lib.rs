@@ -114,9 +114,10 @@ mod front {
 }
 
 /// With the heap profiler: [`hakmem_heap_profile::should_sample`] on allocation (a
-/// countdown and a branch), [`hakmem_heap_profile::is_sampled`] on free (one load of a
-/// flag until the first sample). Checked mode is not profiled: its blocks have their own
-/// layout.
+/// countdown and a branch), [`hakmem_heap_profile::free_if_sampled`] on free (an address
+/// range compare, as sampled blocks live in the profiler's arena, with the free of a
+/// sampled block out of the inliner's sight). Checked mode is not profiled: its blocks
+/// have their own layout.
 #[cfg(all(feature = "heap-profile", not(feature = "checked")))]
 mod front {
     use super::Entry;
@@ -142,26 +143,9 @@ mod front {
     /// As for [`hakmem_core::dealloc`].
     #[inline(always)]
     pub unsafe fn dealloc(p: *mut u8, size: usize, align: usize) {
-        if hp::any_sampled() {
-            // SAFETY: by the caller.
-            return unsafe { dealloc_profiled(p, size, align) };
-        }
-        // SAFETY: by the caller.
-        unsafe { Entry::dealloc(p, size, align) }
-    }
-
-    /// [`dealloc`] once a block was sampled, out of line so that the inlined free path
-    /// stays as small as without the profiler.
-    ///
-    /// # Safety
-    /// As for [`hakmem_core::dealloc`].
-    #[cold]
-    #[inline(never)]
-    unsafe fn dealloc_profiled(p: *mut u8, size: usize, align: usize) {
-        // SAFETY: `p` is a block we handed out, so the word before it is readable.
-        if unsafe { hp::is_sampled(p) } {
-            // SAFETY: a live sampled block the caller gives up.
-            return unsafe { hp::free_sampled(p) };
+        // SAFETY: by the caller, a live block it gives up.
+        if unsafe { hp::free_if_sampled(p) } {
+            return;
         }
         // SAFETY: by the caller.
         unsafe { Entry::dealloc(p, size, align) }
@@ -172,8 +156,7 @@ mod front {
     #[inline]
     pub unsafe fn realloc(p: *mut u8, size: usize, align: usize, new_size: usize) -> *mut u8 {
         let count = hp::should_sample(new_size);
-        // SAFETY: as for `dealloc`.
-        if count || unsafe { hp::is_sampled(p) } {
+        if count || hp::is_sampled(p) {
             // SAFETY: by the caller.
             return unsafe { realloc_moving(p, size, align, new_size, count) };
         }

@@ -108,11 +108,20 @@ static void signal_dump(void) {
     CHECK(dump(path) == 0);
 }
 
+/* Run with an interval of 1 byte: every block is sampled; the second free must abort. */
+static void double_free(void) {
+    char *p = malloc(100);
+    CHECK(p != NULL);
+    free(p);
+    free(p);
+}
+
 int main(int argc, char **argv) {
     static const struct named_case cases[] = {
         {"sites", sites},
         {"leak", leak},
         {"signal", signal_dump},
+        {"double_free", double_free},
         {NULL, NULL},
     };
     return run_named(argc, argv, cases);

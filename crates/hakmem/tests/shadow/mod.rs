@@ -464,8 +464,8 @@ impl<'a, E: Entries> Model<'a, E> {
             "step {step}: block {p:p} of {size} bytes not aligned to {align}"
         );
         let block = match hakmem_core::owner(p) {
+            _ if sampled_usable(p).is_some() => sampled_usable(p).unwrap(),
             Owner::Small { usable, .. } | Owner::Large { usable } => usable,
-            Owner::Invalid if sampled_usable(p).is_some() => sampled_usable(p).unwrap(),
             o => panic!("step {step}: fresh block {p:p} of {size} bytes is {o:?}"),
         };
         let usable = self.entries.usable_size(p);
@@ -551,14 +551,13 @@ impl<'a, E: Entries> Model<'a, E> {
     }
 }
 
-/// The usable size of a block the heap profiler sampled (handed out inside a larger
-/// hakmem block, so `owner` calls it invalid); `None` for any other block. (The C API's
-/// model mounts this file too, in a crate without the feature.)
+/// The usable size of a block the heap profiler sampled (in the profiler's arena, outside
+/// hakmem's chunks, so `owner` calls it foreign); `None` for any other block. (The C
+/// API's model mounts this file too, in a crate without the feature.)
 #[allow(unexpected_cfgs)]
 fn sampled_usable(p: *mut u8) -> Option<usize> {
     #[cfg(feature = "heap-profile")]
-    // SAFETY: `p` is a block hakmem handed out (the model only asks about those).
-    if unsafe { hakmem::heap_profile::is_sampled(p) } {
+    if hakmem::heap_profile::is_sampled(p) {
         // SAFETY: a live sampled block.
         return Some(unsafe { hakmem::heap_profile::usable_size_sampled(p) });
     }

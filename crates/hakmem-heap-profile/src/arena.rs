@@ -1,0 +1,351 @@
+//! Where sampled blocks live: one address reservation of [`ARENA_SIZE`] bytes, split into
+//! a 512 MiB region per size class, so that "is this block sampled?" is one subtraction and
+//! one compare ([`contains`]) and needs no header, and a sampled block costs its class's
+//! rounding and 8 bytes of metadata beside it, nothing in front.
+//!
+//! - Classes: 16-byte steps to 128 bytes, four per doubling to 4 KiB, then powers of two
+//!   to 512 MiB ([`class_of`]). Requests aligned above 16 take the power-of-two class at
+//!   least as large as the alignment: a slot `i` of a power-of-two class `s` starts at
+//!   `region + i * s`, and regions are 512 MiB aligned, so the slot is `s`-aligned.
+//! - Size: 24 GiB, not more, so that programs run under valgrind (which refuses a
+//!   mapping of 64 GiB) can be profiled, and measured with callgrind.
+//! - Memory: the reservation is mapped with `MAP_NORESERVE`; a page becomes resident when
+//!   a sampled block is first written there. Freed slots are reused newest first. Slots
+//!   of whole pages (8 KiB and up) are given back with `madvise(MADV_DONTNEED)` once a
+//!   class holds more than [`PURGE_BYTES`] of freed, still resident slots, in one batch
+//!   (so the system call is not paid on every free), and come back zeroed.
+//! - Metadata, beside the slots in mappings of their own: per slot, the requested size
+//!   and the stack id (one word), and per class a stack of free slot numbers.
+//!
+//! Nothing here allocates through an allocator, and one lock (`crate::lock::Lock`) guards the free lists
+//! (taken once per sample and once per free of a sampled block).
+
+use crate::lock::Lock;
+use crate::mem::map;
+use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
+use std::io;
+
+/// Bytes of address space reserved for sampled blocks (48 regions of 512 MiB).
+pub const ARENA_SIZE: usize = 48 << REGION_SHIFT;
+pub(crate) const REGION_SHIFT: u32 = 29;
+const REGION: usize = 1 << REGION_SHIFT;
+/// Size classes (45 of the 48 regions are used).
+const CLASSES: usize = 45;
+/// Most live sampled blocks per class; a sample over that is not taken.
+const MAX_SLOTS: usize = 1 << 18;
+/// Freed, resident bytes a class of whole-page slots keeps before giving them back.
+pub const PURGE_BYTES: usize = 4 << 20;
+const PAGE: usize = 4096;
+
+/// The reservation's start; until it is mapped, the top [`ARENA_SIZE`] bytes of the
+/// address space, which no user pointer reaches, so [`contains`] needs no other test.
+pub(crate) static BASE: AtomicUsize = AtomicUsize::new(NO_BASE);
+const NO_BASE: usize = usize::MAX - ARENA_SIZE + 1;
+
+/// The bytes of a slot of class `c`.
+const fn class_size(c: usize) -> usize {
+    if c < 8 {
+        16 * (c + 1)
+    } else if c < 28 {
+        let base = 128 << ((c - 8) / 4);
+        base + ((c - 8) % 4 + 1) * (base / 4)
+    } else {
+        1 << (13 + c - 28)
+    }
+}
+
+/// The class of a request of `size` bytes aligned to `align` (a power of two); `None`
+/// over 512 MiB.
+pub fn class_of(size: usize, align: usize) -> Option<usize> {
+    let mut s = size.max(16);
+    if align > 16 {
+        s = s.max(align).checked_next_power_of_two()?;
+    }
+    if s <= 128 {
+        return Some(s.div_ceil(16) - 1);
+    }
+    if s <= 4096 {
+        let group = (usize::BITS - 1 - (s - 1).leading_zeros()) as usize - 7;
+        let base = 128 << group;
+        return Some(8 + 4 * group + (s - base - 1) / (base / 4));
+    }
+    let lg = (usize::BITS - (s - 1).leading_zeros()) as usize;
+    (lg <= REGION_SHIFT as usize).then(|| 28 + lg - 13)
+}
+
+/// Whether `p` points into the arena: whether a block is a sampled one.
+#[inline(always)]
+pub fn contains(p: *const u8) -> bool {
+    (p as usize).wrapping_sub(BASE.load(Relaxed)) < ARENA_SIZE
+}
+
+/// The free slot numbers of one class: `free[..len]` in the class's part of the free
+/// mapping, `free[..clean]` of them given back to the system (zero when reused).
+#[derive(Clone, Copy)]
+struct Class {
+    /// Slots `0..bump` were handed out at least once; the others were never touched.
+    bump: u32,
+    len: u32,
+    clean: u32,
+}
+
+struct Arena {
+    /// `CLASSES * MAX_SLOTS` slot numbers (class `c`'s stack at `c * MAX_SLOTS`).
+    free: *mut u32,
+    classes: [Class; CLASSES],
+}
+
+// SAFETY: `free` points into a process-wide mapping that is never unmapped.
+unsafe impl Send for Arena {}
+
+static ARENA: Lock<Arena> = Lock::new(Arena {
+    free: core::ptr::null_mut(),
+    classes: [Class {
+        bump: 0,
+        len: 0,
+        clean: 0,
+    }; CLASSES],
+});
+
+/// Per slot (`c * MAX_SLOTS + i`): `LIVE | size << 16 | stack` of its block while live,
+/// zero while free (so a second free of a block is told apart).
+static META: AtomicUsize = AtomicUsize::new(0);
+const LIVE: u64 = 1 << 63;
+
+/// Reserve the arena and its metadata, once.
+pub fn init() -> io::Result<()> {
+    ARENA.with(|a| {
+        if !a.free.is_null() {
+            return Ok(());
+        }
+        let raw = map(ARENA_SIZE + REGION)? as usize;
+        let base = raw.next_multiple_of(REGION);
+        // SAFETY: both ranges lie inside the mapping just made, outside the part kept.
+        unsafe {
+            if base > raw {
+                libc::munmap(raw as *mut _, base - raw);
+            }
+            libc::munmap((base + ARENA_SIZE) as *mut _, raw + REGION - base);
+        }
+        let meta = map(CLASSES * MAX_SLOTS * 8)?;
+        a.free = map(CLASSES * MAX_SLOTS * 4)?.cast();
+        META.store(meta as usize, Relaxed);
+        BASE.store(base, Relaxed);
+        Ok(())
+    })
+}
+
+fn meta(c: usize, i: usize) -> &'static AtomicU64 {
+    // SAFETY: `c < CLASSES`, `i < MAX_SLOTS`: inside the metadata mapping, which lives
+    // for the process and is only reached as atomics.
+    unsafe { &*(META.load(Relaxed) as *const AtomicU64).add(c * MAX_SLOTS + i) }
+}
+
+/// The slots of class `c` that fit its region (at most [`MAX_SLOTS`]).
+fn slots(c: usize) -> usize {
+    (REGION / class_size(c)).min(MAX_SLOTS)
+}
+
+/// A slot handed out by [`alloc`].
+pub struct Block {
+    pub ptr: *mut u8,
+    /// Whether its bytes are known to be zero (never used, or given back since).
+    pub zero: bool,
+}
+
+/// A slot for `size` bytes aligned to `align`, recorded as sampled at `stack` (see
+/// [`set_stack`]); `None` when the request is over 512 MiB or its class is full.
+pub fn alloc(size: usize, align: usize) -> Option<Block> {
+    let c = class_of(size, align)?;
+    let base = BASE.load(Relaxed);
+    if base == NO_BASE {
+        return None;
+    }
+    let (i, zero) = ARENA.with(|a| {
+        let free = a.free;
+        let k = &mut a.classes[c];
+        if k.len > 0 {
+            k.len -= 1;
+            let zero = k.len < k.clean;
+            k.clean = k.clean.min(k.len);
+            // SAFETY: `len < MAX_SLOTS`: inside class `c`'s stack.
+            let i = unsafe { *free.add(c * MAX_SLOTS + k.len as usize) };
+            Some((i as usize, zero))
+        } else if (k.bump as usize) < slots(c) {
+            k.bump += 1;
+            Some((k.bump as usize - 1, true))
+        } else {
+            None
+        }
+    })?;
+    meta(c, i).store(LIVE | (size as u64) << 16, Relaxed);
+    let ptr = (base + (c << REGION_SHIFT) + i * class_size(c)) as *mut u8;
+    Some(Block { ptr, zero })
+}
+
+/// The class and slot of a block in the arena.
+fn locate(p: *const u8) -> (usize, usize) {
+    let off = p as usize - BASE.load(Relaxed);
+    let c = off >> REGION_SHIFT;
+    (c, (off & (REGION - 1)) / class_size(c))
+}
+
+/// Note the stack id of the live block `p` (from [`alloc`]).
+pub fn set_stack(p: *const u8, stack: u32) {
+    let (c, i) = locate(p);
+    meta(c, i).fetch_or(stack as u64 & 0xffff, Relaxed);
+}
+
+/// `(requested size, stack id)` of the live block `p`.
+pub fn info(p: *const u8) -> (usize, u32) {
+    let (c, i) = locate(p);
+    unpack(meta(c, i).load(Relaxed))
+}
+
+fn unpack(m: u64) -> (usize, u32) {
+    (((m & !LIVE) >> 16) as usize, (m & 0xffff) as u32)
+}
+
+/// The class and slot of `p`, a pointer into the arena, if it is the start of a slot
+/// handed out (live or freed); `None` for any other address of the arena.
+fn slot_of(p: *const u8) -> Option<(usize, usize)> {
+    let off = (p as usize).wrapping_sub(BASE.load(Relaxed));
+    let c = off >> REGION_SHIFT;
+    if c >= CLASSES || (off & (REGION - 1)) % class_size(c) != 0 {
+        return None;
+    }
+    let i = (off & (REGION - 1)) / class_size(c);
+    (i < slots(c)).then_some((c, i))
+}
+
+/// Report a free of `p` that is not the start of a live sampled block, and abort.
+#[cold]
+fn misuse(p: *const u8) -> ! {
+    let mut msg = *b"hakmem: double free, or free of a pointer that is not the start of a live \
+sampled block (heap profiler arena): pointer 0x0000000000000000\n";
+    let digits = msg.len() - 17;
+    for k in 0..16 {
+        msg[digits + k] = b"0123456789abcdef"[(p as usize >> (60 - 4 * k)) & 0xf];
+    }
+    // SAFETY: writes our buffer to stderr; then the process ends.
+    unsafe {
+        libc::write(2, msg.as_ptr().cast(), msg.len());
+        libc::abort()
+    }
+}
+
+/// The bytes usable at the live block `p`: its class's size.
+pub fn usable_size(p: *const u8) -> usize {
+    class_size(locate(p).0)
+}
+
+/// Give the slot of the live block `p` back; returns what [`info`] said of it.
+///
+/// A pointer of the arena that is not the start of a live block (a second free, an
+/// interior pointer) is reported on stderr and the process aborts.
+pub fn free(p: *const u8) -> (usize, u32) {
+    let Some((c, i)) = slot_of(p) else { misuse(p) };
+    let m = meta(c, i).swap(0, Relaxed);
+    if m & LIVE == 0 {
+        misuse(p);
+    }
+    let info = unpack(m);
+    let base = BASE.load(Relaxed);
+    ARENA.with(|a| {
+        let free = a.free;
+        let k = &mut a.classes[c];
+        // SAFETY: at most `slots(c) <= MAX_SLOTS` slots are live or free at once, so
+        // `len < MAX_SLOTS`: inside class `c`'s stack.
+        unsafe { *free.add(c * MAX_SLOTS + k.len as usize) = i as u32 };
+        k.len += 1;
+        let size = class_size(c);
+        if size >= 2 * PAGE && (k.len - k.clean) as usize * size > PURGE_BYTES {
+            for j in k.clean..k.len {
+                // SAFETY: `j < len`: a written entry of the stack.
+                let slot = unsafe { *free.add(c * MAX_SLOTS + j as usize) } as usize;
+                let at = base + (c << REGION_SHIFT) + slot * size;
+                // SAFETY: a free slot of whole pages inside the arena: nobody holds it,
+                // and its bytes may be dropped.
+                unsafe { libc::madvise(at as *mut _, size, libc::MADV_DONTNEED) };
+            }
+            k.clean = k.len;
+        }
+    });
+    info
+}
+
+/// Take the lock before `fork`.
+pub fn hold_for_fork() {
+    ARENA.hold();
+}
+
+/// # Safety
+/// [`hold_for_fork`] took the lock in this thread (or in the parent of this child).
+pub unsafe fn release_after_fork() {
+    // SAFETY: by the caller.
+    unsafe { ARENA.release() };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn classes_fit_and_align() {
+        for size in (1..70_000).chain([1 << 20, (1 << 20) + 1, 1 << 29]) {
+            for lg in 0..14 {
+                let align = 1usize << lg;
+                let c = class_of(size, align).unwrap();
+                let s = class_size(c);
+                assert!(s >= size, "{size} {align}: class {c} of {s}");
+                if align > 16 {
+                    assert_eq!(s % align, 0, "{size} {align}");
+                    assert!(s.is_power_of_two());
+                }
+                assert!(c == 0 || class_size(c - 1) < size.max(16) || align > 16);
+            }
+        }
+        assert_eq!(class_of((1 << 29) + 1, 16), None);
+        assert_eq!(class_size(CLASSES - 1), REGION);
+        assert!(!contains(core::ptr::null()));
+        assert!(!contains(16 as *const u8));
+    }
+
+    #[test]
+    fn only_live_slot_starts_are_freed() {
+        init().unwrap();
+        let b = alloc(100, 16).unwrap(); // class 112
+        assert!(slot_of(b.ptr).is_some());
+        assert_eq!(slot_of(b.ptr.wrapping_add(16)), None, "interior pointer");
+        let (c, i) = slot_of(b.ptr).unwrap();
+        assert!(meta(c, i).load(Relaxed) & LIVE != 0);
+        free(b.ptr);
+        assert_eq!(
+            meta(c, i).load(Relaxed) & LIVE,
+            0,
+            "a second free would be caught"
+        );
+        let past = (BASE.load(Relaxed) + CLASSES * REGION) as *const u8;
+        assert!(contains(past) && slot_of(past).is_none(), "unused region");
+    }
+
+    #[test]
+    fn blocks_are_recognised_reused_and_zero() {
+        init().unwrap();
+        let b = alloc(1000, 16).unwrap();
+        assert!(b.zero && contains(b.ptr));
+        set_stack(b.ptr, 7);
+        assert_eq!(info(b.ptr), (1000, 7));
+        assert_eq!(usable_size(b.ptr), 1024);
+        // SAFETY: the block holds 1000 bytes.
+        unsafe { b.ptr.write_bytes(0xab, 1000) };
+        assert_eq!(free(b.ptr), (1000, 7));
+        let again = alloc(1000, 16).unwrap();
+        assert_eq!(again.ptr, b.ptr);
+        assert!(!again.zero);
+        free(again.ptr);
+        let big = alloc(64 << 10, 4096).unwrap();
+        assert_eq!(big.ptr as usize % (64 << 10), 0);
+        free(big.ptr);
+    }
+}

@@ -1,0 +1,321 @@
+//! A cached DWARF CFI unwinder for x86-64 Linux: the stack walk of [`crate::unwind`] when
+//! every frame's rule is simple (the case for code from rustc and `gcc -O2`).
+//!
+//! A frame's unwind rule (where its canonical frame address, its return address and the
+//! caller's `rbp` are) is computed once per return address, by reading the `.eh_frame`
+//! of the object that holds it with `gimli` (the object found with `dl_iterate_phdr`,
+//! the FDE through `.eh_frame_hdr`'s binary search table), and kept packed in one word of
+//! a 64 KiB table ([`CACHE`]) keyed by the address. A frame seen before then costs a hash
+//! probe, two loads to check the entry and one or two loads from the stack; libgcc's
+//! `_Unwind_Backtrace` searches for the FDE and interprets its instructions on every
+//! frame of every walk.
+//!
+//! A rule that needs more than `CFA = rsp|rbp + n`, `RA at CFA + n`, `rbp at CFA + n or
+//! unchanged` (a DWARF expression: PLT stubs, signal frames, realigned stacks) is
+//! [`Rule::UNSUPPORTED`], and the caller walks that stack with libgcc instead.
+//!
+//! Nothing here allocates: `gimli` reads the mapped sections in place, its unwind
+//! context lives on the stack ([`Fixed`]), the cache is a static array.
+
+use core::ffi::{c_int, c_void};
+use core::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use gimli::{
+    BaseAddresses, CfaRule, EhFrame, EhFrameHdr, NativeEndian, Pointer, RegisterRule,
+    UnwindContext, UnwindContextStorage, UnwindSection, UnwindTableRow, X86_64,
+};
+
+/// The registers a walk tracks.
+#[derive(Clone, Copy, Debug)]
+pub struct Regs {
+    pub ip: u64,
+    pub sp: u64,
+    pub bp: u64,
+}
+
+impl Regs {
+    /// The registers at this point of the function it is inlined into.
+    #[inline(always)]
+    pub fn here() -> Regs {
+        let (ip, sp, bp): (u64, u64, u64);
+        // SAFETY: reads three registers; touches no memory.
+        unsafe {
+            core::arch::asm!(
+                "lea {ip}, [rip]",
+                "mov {sp}, rsp",
+                "mov {bp}, rbp",
+                ip = out(reg) ip,
+                sp = out(reg) sp,
+                bp = out(reg) bp,
+                options(nomem, nostack, preserves_flags),
+            );
+        }
+        Regs { ip, sp, bp }
+    }
+}
+
+/// One frame's unwind rule, packed: bits 0..32 the CFA's offset from its base register,
+/// 32..48 where the caller's `rbp` is saved (from the CFA), 48..56 where the return
+/// address is (from the CFA), then flags.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+struct Rule(u64);
+
+impl Rule {
+    const CFA_FROM_BP: u64 = 1 << 56;
+    const BP_SAVED: u64 = 1 << 57;
+    /// The walk ends here: no unwind information, or the return address is undefined
+    /// (the outermost frame of a thread).
+    const END: Rule = Rule(1 << 58);
+    /// The rule is not one this unwinder follows.
+    const UNSUPPORTED: Rule = Rule(1 << 59);
+
+    fn new(cfa_from_bp: bool, cfa: i64, ra: i64, bp: Option<i64>) -> Rule {
+        let (Ok(cfa), Ok(ra)) = (i32::try_from(cfa), i8::try_from(ra)) else {
+            return Rule::UNSUPPORTED;
+        };
+        let bp = match bp.map(i16::try_from) {
+            Some(Ok(b)) => Some(b),
+            Some(Err(_)) => return Rule::UNSUPPORTED,
+            None => None,
+        };
+        let mut w = cfa as u32 as u64 | (ra as u8 as u64) << 48;
+        if cfa_from_bp {
+            w |= Rule::CFA_FROM_BP;
+        }
+        if let Some(b) = bp {
+            w |= Rule::BP_SAVED | (b as u16 as u64) << 32;
+        }
+        Rule(w)
+    }
+
+    fn cfa_offset(self) -> i64 {
+        self.0 as u32 as i32 as i64
+    }
+
+    fn bp_offset(self) -> i64 {
+        (self.0 >> 32) as u16 as i16 as i64
+    }
+
+    fn ra_offset(self) -> i64 {
+        (self.0 >> 48) as u8 as i8 as i64
+    }
+}
+
+/// Slots of the rule cache: two words each (64 KiB).
+const CACHE_SLOTS: usize = 4096;
+
+/// `[check, rule]` per slot; `check` is [`check`] of the address and the rule, so an
+/// entry torn by two threads writing the slot at once, or an empty one, never matches.
+static CACHE: [[AtomicU64; 2]; CACHE_SLOTS] =
+    [const { [AtomicU64::new(0), AtomicU64::new(0)] }; CACHE_SLOTS];
+
+fn slot(addr: u64) -> &'static [AtomicU64; 2] {
+    &CACHE[(addr.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 52) as usize % CACHE_SLOTS]
+}
+
+fn check(addr: u64, rule: Rule) -> u64 {
+    addr ^ rule.0.wrapping_mul(0xFF51_AFD7_ED55_8CCD) ^ 1
+}
+
+/// The rule of the frame executing at `addr`: from the cache, or computed and cached.
+fn rule_at(addr: u64) -> Rule {
+    let s = slot(addr);
+    let (k, r) = (s[0].load(Relaxed), Rule(s[1].load(Relaxed)));
+    if k == check(addr, r) {
+        return r;
+    }
+    let r = compute(addr);
+    s[1].store(r.0, Relaxed);
+    s[0].store(check(addr, r), Relaxed);
+    r
+}
+
+/// Walk the stack from `regs` (the registers of the calling function, at the point
+/// `regs.ip`), writing the return addresses of the frames above it to `out`, innermost
+/// first. `None` when a frame's rule is one this unwinder does not follow.
+pub fn walk(mut regs: Regs, out: &mut [u64]) -> Option<usize> {
+    let mut len = 0;
+    // The first frame executes at `ip`; the others after a call, so their rule is that
+    // of the call instruction (the return address may start another function's range).
+    let mut addr = regs.ip;
+    while len < out.len() {
+        let rule = rule_at(addr);
+        if rule == Rule::END {
+            break;
+        }
+        if rule == Rule::UNSUPPORTED {
+            return None;
+        }
+        let base = if rule.0 & Rule::CFA_FROM_BP != 0 {
+            regs.bp
+        } else {
+            regs.sp
+        };
+        let cfa = base.wrapping_add(rule.cfa_offset() as u64);
+        // The caller's frame is above this one, and near: anything else means the rule
+        // does not describe this stack, so stop rather than read far away.
+        if cfa <= regs.sp || cfa - regs.sp > MAX_FRAME || cfa % 8 != 0 {
+            break;
+        }
+        // SAFETY: the rule of the frame executing at `addr`, applied to its registers,
+        // places the return address (and the saved `rbp`) inside this frame, between
+        // `sp` and the CFA: stack memory of this thread, below the frames that are still
+        // running (the walk is in a callee of all of them).
+        unsafe {
+            let ra = (cfa.wrapping_add(rule.ra_offset() as u64) as *const u64).read();
+            if rule.0 & Rule::BP_SAVED != 0 {
+                regs.bp = (cfa.wrapping_add(rule.bp_offset() as u64) as *const u64).read();
+            }
+            regs.ip = ra;
+        }
+        regs.sp = cfa;
+        if regs.ip == 0 {
+            break;
+        }
+        out[len] = regs.ip;
+        len += 1;
+        addr = regs.ip - 1;
+    }
+    Some(len)
+}
+
+/// Largest frame believed (bytes between a frame's stack pointer and its CFA).
+const MAX_FRAME: u64 = 1 << 28;
+
+/// A `gimli` unwind context of fixed size, kept on the stack.
+struct Fixed;
+
+impl UnwindContextStorage<usize> for Fixed {
+    type Rules = [(gimli::Register, RegisterRule<usize>); 32];
+    type Stack = [UnwindTableRow<usize, Self>; 4];
+}
+
+/// What [`compute`] asks of each loaded object.
+struct Search {
+    addr: u64,
+    rule: Option<Rule>,
+}
+
+/// The rule of the frame executing at `addr`, from the `.eh_frame` of its object.
+#[cold]
+#[inline(never)]
+fn compute(addr: u64) -> Rule {
+    let mut search = Search { addr, rule: None };
+    // SAFETY: `search` outlives the call; the callback reads only what the loader passes.
+    unsafe { libc::dl_iterate_phdr(Some(visit), (&mut search as *mut Search).cast()) };
+    search.rule.unwrap_or(Rule::END)
+}
+
+/// `dl_iterate_phdr`'s callback: the rule for `addr` if this object holds it.
+unsafe extern "C" fn visit(
+    info: *mut libc::dl_phdr_info,
+    _size: usize,
+    data: *mut c_void,
+) -> c_int {
+    // SAFETY: `data` is the `Search` of `compute`; `info` the loader's description of
+    // one loaded object, valid during the call (the object stays loaded until it ends).
+    let (search, info) = unsafe { (&mut *data.cast::<Search>(), &*info) };
+    let base = info.dlpi_addr;
+    // SAFETY: the object's program headers, `dlpi_phnum` of them, mapped with it.
+    let phdrs = unsafe { core::slice::from_raw_parts(info.dlpi_phdr, info.dlpi_phnum as usize) };
+    let segment_of = |a: u64| {
+        phdrs.iter().find(|p| {
+            p.p_type == libc::PT_LOAD
+                && (base + p.p_vaddr..base + p.p_vaddr + p.p_memsz).contains(&a)
+        })
+    };
+    if segment_of(search.addr).is_none() {
+        return 0;
+    }
+    let rule = phdrs
+        .iter()
+        .find(|p| p.p_type == libc::PT_GNU_EH_FRAME)
+        .map_or(Rule::END, |hdr| {
+            let eh_frame_end = |a: u64| segment_of(a).map(|p| base + p.p_vaddr + p.p_memsz);
+            // SAFETY: `.eh_frame_hdr` is mapped, `p_memsz` bytes from its address, and
+            // `.eh_frame` up to the end of the segment that holds it, read only.
+            unsafe { rule_from(search.addr, base + hdr.p_vaddr, hdr.p_memsz, eh_frame_end) }
+        });
+    search.rule = Some(rule);
+    1
+}
+
+/// The rule for `addr` from the `.eh_frame_hdr` at `hdr_addr` (`hdr_len` bytes).
+///
+/// # Safety
+/// `hdr_len` bytes at `hdr_addr` are mapped and readable, and so is `.eh_frame` from the
+/// address the header names up to `eh_frame_end` of it; both stay mapped during the call.
+unsafe fn rule_from(
+    addr: u64,
+    hdr_addr: u64,
+    hdr_len: u64,
+    eh_frame_end: impl Fn(u64) -> Option<u64>,
+) -> Rule {
+    // SAFETY: by the caller.
+    let hdr = unsafe { core::slice::from_raw_parts(hdr_addr as *const u8, hdr_len as usize) };
+    let bases = BaseAddresses::default().set_eh_frame_hdr(hdr_addr);
+    let Ok(parsed) = EhFrameHdr::new(hdr, NativeEndian).parse(&bases, 8) else {
+        return Rule::UNSUPPORTED;
+    };
+    let Pointer::Direct(eh_frame_addr) = parsed.eh_frame_ptr() else {
+        return Rule::UNSUPPORTED;
+    };
+    let (Some(end), Some(table)) = (eh_frame_end(eh_frame_addr), parsed.table()) else {
+        return Rule::UNSUPPORTED;
+    };
+    // SAFETY: by the caller.
+    let eh_frame = unsafe {
+        core::slice::from_raw_parts(eh_frame_addr as *const u8, (end - eh_frame_addr) as usize)
+    };
+    let eh_frame = EhFrame::new(eh_frame, NativeEndian);
+    let bases = bases.set_eh_frame(eh_frame_addr);
+    let mut ctx = UnwindContext::<usize, Fixed>::new_in();
+    match table.unwind_info_for_address(&eh_frame, &bases, &mut ctx, addr, EhFrame::cie_from_offset)
+    {
+        Ok(row) => rule_of(row),
+        Err(gimli::Error::NoUnwindInfoForAddress) => Rule::END,
+        Err(_) => Rule::UNSUPPORTED,
+    }
+}
+
+/// The packed rule of an unwind table row, if it is of the simple kind.
+fn rule_of(row: &UnwindTableRow<usize, Fixed>) -> Rule {
+    let (from_bp, cfa) = match *row.cfa() {
+        CfaRule::RegisterAndOffset { register, offset } if register == X86_64::RSP => {
+            (false, offset)
+        }
+        CfaRule::RegisterAndOffset { register, offset } if register == X86_64::RBP => {
+            (true, offset)
+        }
+        _ => return Rule::UNSUPPORTED,
+    };
+    let ra = match row.register(X86_64::RA) {
+        RegisterRule::Offset(n) => n,
+        RegisterRule::Undefined => return Rule::END,
+        _ => return Rule::UNSUPPORTED,
+    };
+    let bp = match row.register(X86_64::RBP) {
+        RegisterRule::Offset(n) => Some(n),
+        RegisterRule::Undefined | RegisterRule::SameValue => None,
+        _ => return Rule::UNSUPPORTED,
+    };
+    Rule::new(from_bp, cfa, ra, bp)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rules_pack_and_unpack() {
+        let r = Rule::new(true, 16, -8, Some(-16));
+        assert_eq!(
+            (r.cfa_offset(), r.ra_offset(), r.bp_offset()),
+            (16, -8, -16)
+        );
+        assert!(r.0 & Rule::CFA_FROM_BP != 0 && r.0 & Rule::BP_SAVED != 0);
+        let r = Rule::new(false, 1 << 20, -8, None);
+        assert_eq!(r.cfa_offset(), 1 << 20);
+        assert_eq!(r.0 & (Rule::CFA_FROM_BP | Rule::BP_SAVED), 0);
+        assert_eq!(Rule::new(false, 1 << 40, -8, None), Rule::UNSUPPORTED);
+    }
+}
