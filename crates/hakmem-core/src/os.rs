@@ -14,9 +14,9 @@
 //! (what was passed in untouched); a pointer passed in is one this module returned (or a
 //! page-aligned range inside it) that the caller owns.
 
-use crate::sync::{AtomicIsize, AtomicUsize, Ordering::Relaxed};
 use core::ffi::{c_void, CStr};
 use core::ptr::null_mut;
+use core::sync::atomic::{AtomicIsize, AtomicUsize, Ordering::Relaxed};
 
 #[cfg(not(any(miri, loom)))]
 #[path = "os/linux.rs"]

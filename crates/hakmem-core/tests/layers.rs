@@ -11,9 +11,10 @@ use std::path::{Path, PathBuf};
 
 /// hakmem-core, lowest layer first.
 const CORE: &[&[&str]] = &[
-    // The platform: atomics and locks, then system calls.
-    &["sync"],
+    // The platform: system calls (the platform layer), then atomics and locks (a spin
+    // lock yields through `os`).
     &["os"],
+    &["sync"],
     // Shared definitions: size classes (and the slab size), the chunk map (and the chunk
     // header every mapping starts with), the profiles, misuse reports.
     &["size_class", "chunk_map", "config", "misuse"],

@@ -20,7 +20,7 @@
 //! set it again when its drain found nothing).
 #![cfg(loom)]
 
-use hakmem_core::remote::{Block, RemoteFreeList};
+use hakmem_core::testing::{Block, RemoteFreeList};
 use loom::cell::UnsafeCell;
 use loom::sync::atomic::{fence, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use loom::sync::{Arc, Mutex};

@@ -3,9 +3,9 @@
 //! [`super::COUNTERS`].
 
 use super::{Decommit, COUNTERS};
-use crate::sync::{AtomicUsize, Ordering::Relaxed};
 use core::ffi::{c_char, c_void};
 use core::ptr::null_mut;
+use core::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 
 /// Hint for the next aligned mapping, so that most aligned mappings take one `mmap`.
 /// The hinted range is [1 TiB, 2 TiB): far from the executable, the brk heap and the

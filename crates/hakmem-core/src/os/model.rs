@@ -17,7 +17,15 @@
 extern crate std;
 
 use super::{Decommit, COUNTERS};
-use crate::sync::{Ordering::Relaxed, SpinLock};
+use core::sync::atomic::Ordering::Relaxed;
+use std::sync::{Mutex, MutexGuard};
+
+/// `os` lies below `sync` (whose spin lock yields through `os`), so the model locks with
+/// std's mutex. No loom operation happens while one is held, so loom never switches
+/// threads inside it.
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
 use core::cell::Cell;
 use core::ffi::c_void;
 use core::ptr::null_mut;
@@ -35,7 +43,7 @@ struct Region {
 
 const REGIONS: usize = 512;
 
-static TABLE: SpinLock<[Region; REGIONS]> = SpinLock::new(
+static TABLE: Mutex<[Region; REGIONS]> = Mutex::new(
     [Region {
         base: 0,
         size: 0,
@@ -45,7 +53,7 @@ static TABLE: SpinLock<[Region; REGIONS]> = SpinLock::new(
 );
 
 fn record(r: Region) -> bool {
-    let mut t = TABLE.lock();
+    let mut t = lock(&TABLE);
     match t.iter_mut().find(|e| e.size == 0) {
         Some(slot) => {
             *slot = r;
@@ -92,7 +100,7 @@ pub unsafe fn unmap(ptr: *mut u8, size: usize) {
     let mut freed = [None; 8];
     let mut n = 0;
     {
-        let mut t = TABLE.lock();
+        let mut t = lock(&TABLE);
         for r in t.iter_mut().filter(|r| r.size != 0) {
             let lo = start.max(r.base);
             let hi = end.min(r.base + r.size);
@@ -145,8 +153,7 @@ pub unsafe fn resize_in_place(ptr: *mut u8, old: usize, new: usize) -> bool {
 /// As for [`super::remap_aligned`]; `dest` is the caller's and unused.
 pub unsafe fn move_onto(ptr: *mut u8, old: usize, new: usize, dest: *mut u8) -> bool {
     COUNTERS.mremap.fetch_add(1, Relaxed);
-    let whole = TABLE
-        .lock()
+    let whole = lock(&TABLE)
         .iter()
         .any(|r| r.size != 0 && r.base == ptr as usize && r.mapped == old && r.size == old);
     if !whole {
@@ -164,7 +171,7 @@ pub unsafe fn move_onto(ptr: *mut u8, old: usize, new: usize, dest: *mut u8) -> 
 /// A clock that advances one millisecond per reading: retained memory ages as the
 /// program calls the allocator.
 pub fn now_ms() -> u64 {
-    static NOW: crate::sync::AtomicU64 = crate::sync::AtomicU64::new(0);
+    static NOW: core::sync::atomic::AtomicU64 = core::sync::atomic::AtomicU64::new(0);
     NOW.fetch_add(1, Relaxed)
 }
 
@@ -209,7 +216,7 @@ pub fn getenv(_name: &core::ffi::CStr) -> Option<&'static [u8]> {
 }
 
 /// The one key's exit function (the core creates one key).
-static ON_EXIT: SpinLock<Option<extern "C" fn(*mut c_void)>> = SpinLock::new(None);
+static ON_EXIT: Mutex<Option<extern "C" fn(*mut c_void)>> = Mutex::new(None);
 
 /// Calls the key's exit function with the thread's value when the thread ends.
 struct KeyValue(Cell<*mut c_void>);
@@ -217,7 +224,7 @@ struct KeyValue(Cell<*mut c_void>);
 impl Drop for KeyValue {
     fn drop(&mut self) {
         let v = self.0.get();
-        let f = *ON_EXIT.lock();
+        let f = *lock(&ON_EXIT);
         if let (false, Some(f)) = (v.is_null(), f) {
             f(v);
         }
@@ -228,7 +235,7 @@ std::thread_local!(static VALUE: KeyValue = const { KeyValue(Cell::new(null_mut(
 
 /// See [`super::thread_key_create`]: one key, 0.
 pub fn thread_key_create(on_exit: extern "C" fn(*mut c_void)) -> Option<usize> {
-    *ON_EXIT.lock() = Some(on_exit);
+    *lock(&ON_EXIT) = Some(on_exit);
     Some(0)
 }
 
