@@ -21,13 +21,13 @@
 //! (taken once per sample and once per free of a sampled block).
 
 use crate::lock::Lock;
-use crate::mem::map;
+use crate::mem::{map, map_near};
 use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::io;
 
 /// Bytes of address space reserved for sampled blocks (48 regions of 512 MiB).
 pub const ARENA_SIZE: usize = 48 << REGION_SHIFT;
-pub(crate) const REGION_SHIFT: u32 = 29;
+const REGION_SHIFT: u32 = 29;
 const REGION: usize = 1 << REGION_SHIFT;
 /// Size classes (45 of the 48 regions are used).
 const CLASSES: usize = 45;
@@ -41,6 +41,15 @@ const PAGE: usize = 4096;
 /// address space, which no user pointer reaches, so [`contains`] needs no other test.
 pub(crate) static BASE: AtomicUsize = AtomicUsize::new(NO_BASE);
 const NO_BASE: usize = usize::MAX - ARENA_SIZE + 1;
+/// The reservation's end; 0 until it is mapped. The Rust `dealloc` (`free_asm`) first
+/// compares a pointer with this one word (a compare and a branch, on or off) and looks
+/// further only below it: the arena is reserved at [`LOW`], under where the kernel places
+/// mappings (top-down from below the stack) and position-independent programs, so
+/// hakmem's own blocks lie above it.
+pub(crate) static END: AtomicUsize = AtomicUsize::new(0);
+/// Where the arena is asked for (a hint; elsewhere when that range is taken, and then
+/// only the Rust `dealloc` of blocks below the arena's end pays a second compare).
+const LOW: usize = 1 << 44;
 
 /// The bytes of a slot of class `c`.
 const fn class_size(c: usize) -> usize {
@@ -118,7 +127,7 @@ pub fn init() -> io::Result<()> {
         if !a.free.is_null() {
             return Ok(());
         }
-        let raw = map(ARENA_SIZE + REGION)? as usize;
+        let raw = map_near(LOW, ARENA_SIZE + REGION)? as usize;
         let base = raw.next_multiple_of(REGION);
         // SAFETY: both ranges lie inside the mapping just made, outside the part kept.
         unsafe {
@@ -131,6 +140,7 @@ pub fn init() -> io::Result<()> {
         a.free = map(CLASSES * MAX_SLOTS * 4)?.cast();
         META.store(meta as usize, Relaxed);
         BASE.store(base, Relaxed);
+        END.store(base + ARENA_SIZE, Relaxed);
         Ok(())
     })
 }

@@ -1,6 +1,9 @@
 //! The Rust `dealloc`'s test for a sampled block, with the free of one out of the
 //! compiler's sight (x86-64): an `asm!` block that compares the address with the arena's
-//! range and, for a sampled block, calls [`free_sampled_saving_registers`].
+//! end (one compare and a branch for every block above it, which is all of hakmem's when
+//! the arena got its low address, and every block before profiling starts) and, below
+//! it, with the arena's start; for a sampled block it calls
+//! [`free_sampled_saving_registers`].
 //!
 //! Why: with an ordinary call on that path (or any code that makes one), fat LTO stopped
 //! inlining `__rust_dealloc` into its callers, which cost `random-mixed` 15 % more
@@ -21,25 +24,22 @@ use core::arch::{asm, naked_asm};
 /// returns true.
 #[inline(always)]
 pub unsafe fn free_if_sampled(p: *mut u8) -> bool {
-    // SAFETY: reads the arena's base (a static) and, for an address inside the arena (a
-    // live sampled block, by the caller), calls a function that frees it and preserves
-    // every register but the flags and `{t}`. The stack is aligned for the call: the
-    // block does not say `nostack`.
+    // SAFETY: reads the arena's end and base (statics) and, for an address inside the
+    // arena (a live sampled block, by the caller), calls a function that frees it and
+    // preserves every register but the flags. The stack is aligned for the call: the block
+    // does not say `nostack`.
     unsafe {
         asm!(
-            "mov {t}, rdi",
-            "sub {t}, qword ptr [rip + {base}]",
-            "shr {t}, {shift}",
-            "cmp {t}, {regions}",
+            "cmp rdi, qword ptr [rip + {end}]",
             "jae 2f",
+            "cmp rdi, qword ptr [rip + {base}]",
+            "jb 2f",
             "call {free}",
             "jmp {freed}",
             "2:",
             in("rdi") p,
-            t = out(reg) _,
+            end = sym crate::arena::END,
             base = sym crate::arena::BASE,
-            shift = const crate::arena::REGION_SHIFT,
-            regions = const crate::arena::ARENA_SIZE >> crate::arena::REGION_SHIFT,
             free = sym free_sampled_saving_registers,
             freed = label { return true; },
         );
@@ -119,6 +119,11 @@ mod tests {
             crate::arena::alloc(48, 16).unwrap().ptr,
             b.ptr,
             "slot not freed"
+        );
+        let fresh = crate::mem::map(4096).unwrap();
+        assert!(
+            fresh as usize >= crate::arena::END.load(core::sync::atomic::Ordering::Relaxed),
+            "the arena is not below new mappings: every dealloc takes the second compare"
         );
         let mut local = 0u64;
         // SAFETY: not in the arena, so not freed.

@@ -114,9 +114,9 @@ mod front {
 }
 
 /// With the heap profiler: [`hakmem_heap_profile::should_sample`] on allocation (a
-/// countdown and a branch), [`hakmem_heap_profile::free_if_sampled`] on free (an address
-/// range compare, as sampled blocks live in the profiler's arena, with the free of a
-/// sampled block out of the inliner's sight). Checked mode is not profiled: its blocks
+/// countdown and a branch), [`hakmem_heap_profile::free_if_sampled`] on free (a compare
+/// with the end of the profiler's arena, where sampled blocks live, and a branch; the free
+/// of a sampled block out of the inliner's sight). Checked mode is not profiled: its blocks
 /// have their own layout.
 #[cfg(all(feature = "heap-profile", not(feature = "checked")))]
 mod front {
