@@ -61,6 +61,11 @@ pub struct Policy {
     pub background_return: bool,
     /// Freed large mappings kept, at most (also bounded by the bytes above).
     pub large_cache_entries: usize,
+    /// Whether the whole 2 MiB stretches of a fresh large block's mapping are advised for
+    /// transparent huge pages (`MADV_HUGEPAGE`): one page fault and one TLB entry per
+    /// 2 MiB instead of 512, for a touched stretch resident whole (it lies inside the
+    /// block, so only a block written sparsely pays for it).
+    pub huge_pages: bool,
 }
 
 const POLICIES: [Policy; 3] = [
@@ -73,6 +78,7 @@ const POLICIES: [Policy; 3] = [
         retain_ms: 5_000,
         background_return: false,
         large_cache_entries: 64,
+        huge_pages: true,
     },
     Policy {
         decommit: Some(Decommit::Lazy),
@@ -83,6 +89,7 @@ const POLICIES: [Policy; 3] = [
         retain_ms: 1_000,
         background_return: true,
         large_cache_entries: 32,
+        huge_pages: true,
     },
     Policy {
         decommit: Some(Decommit::Now),
@@ -93,6 +100,7 @@ const POLICIES: [Policy; 3] = [
         retain_ms: 250,
         background_return: true,
         large_cache_entries: 16,
+        huge_pages: false,
     },
 ];
 

@@ -116,6 +116,14 @@ pub fn alloc(size: usize, align: usize) -> (*mut u8, bool) {
     unsafe { write_header(base, map_size, offset, size) };
     if fresh {
         chunk_map::insert(base);
+        if config::current().huge_pages {
+            // Only the whole 2 MiB stretches the block covers, so that a touched one is
+            // the block's own memory; the advice stays with the mapping when it is cached.
+            // SAFETY: a stretch of the fresh mapping, which is ours.
+            unsafe {
+                os::advise_huge_pages(base as *mut u8, need & !(os::HUGE_PAGE_SIZE - 1), true)
+            };
+        }
     }
     LARGE_BYTES.fetch_add(map_size, Ordering::Relaxed);
     ((base + offset) as *mut u8, fresh)

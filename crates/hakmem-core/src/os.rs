@@ -103,6 +103,23 @@ pub fn map_aligned(size: usize, align: usize) -> *mut u8 {
     sys::map_aligned(size, span, align)
 }
 
+/// The size of a transparent huge page (x86-64 and AArch64 with 4 KiB pages).
+pub const HUGE_PAGE_SIZE: usize = 2 << 20;
+
+/// Ask the kernel to back `[ptr, ptr + size)` with transparent huge pages, or no longer
+/// to (`MADV_HUGEPAGE` / `MADV_NOHUGEPAGE`; asking is needed where THP is in `madvise`
+/// mode, Debian's default). A hint: a kernel without THP refuses it, which changes
+/// nothing else, so the answer is ignored.
+///
+/// # Safety
+/// The range lies in a mapping of this module.
+pub unsafe fn advise_huge_pages(ptr: *mut u8, size: usize, huge: bool) {
+    if size >= HUGE_PAGE_SIZE {
+        // SAFETY: by the caller.
+        unsafe { sys::advise_huge_pages(ptr, size, huge) }
+    }
+}
+
 /// How [`decommit`] gives pages back.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub enum Decommit {

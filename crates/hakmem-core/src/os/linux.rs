@@ -107,6 +107,21 @@ pub fn map_aligned(size: usize, span: usize, align: usize) -> *mut u8 {
     start as *mut u8
 }
 
+/// See [`super::advise_huge_pages`].
+///
+/// # Safety
+/// As there.
+pub unsafe fn advise_huge_pages(ptr: *mut u8, size: usize, huge: bool) {
+    COUNTERS.madvise.fetch_add(1, Relaxed);
+    let advice = if huge {
+        libc::MADV_HUGEPAGE
+    } else {
+        libc::MADV_NOHUGEPAGE
+    };
+    // SAFETY: advice about pages of a mapping of ours; it changes no contents.
+    unsafe { libc::madvise(ptr.cast(), size, advice) };
+}
+
 /// See [`super::decommit`].
 ///
 /// # Safety

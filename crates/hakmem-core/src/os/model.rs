@@ -124,6 +124,12 @@ pub unsafe fn unmap(ptr: *mut u8, size: usize) {
     }
 }
 
+/// See [`super::advise_huge_pages`]: nothing to advise.
+///
+/// # Safety
+/// As there.
+pub unsafe fn advise_huge_pages(_ptr: *mut u8, _size: usize, _huge: bool) {}
+
 /// See [`super::decommit`].
 ///
 /// # Safety
