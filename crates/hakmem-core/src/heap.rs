@@ -14,7 +14,7 @@ use crate::chunk_map::{MAP_FREE, SLABS};
 use crate::os;
 use crate::pool;
 use crate::remote::Block;
-use crate::size_class::{block_size, Class, PerClass, NUM_CLASSES};
+use crate::size_class::{block_size, span_slabs, Class, PerClass, NUM_CLASSES};
 use crate::superslab::{OwnerId, SlabMeta, SuperSlab};
 use crate::sync::{AtomicIsize, Ordering, SpinLock};
 use core::cell::Cell;
@@ -264,7 +264,7 @@ impl Heap {
             ss = s.next.get();
         }
         loop {
-            let adopted = pool::adopt();
+            let adopted = pool::adopt(span_slabs(c) > 1);
             if adopted.is_null() {
                 break;
             }
@@ -282,7 +282,7 @@ impl Heap {
                 return m;
             }
         }
-        let fresh = pool::acquire();
+        let fresh = pool::acquire(span_slabs(c) > 1);
         if fresh.is_null() {
             return null_mut();
         }
@@ -295,7 +295,7 @@ impl Heap {
     /// superslabs left empty go to the pool (for `trim`, which then unmaps them).
     pub fn adopt_all(&self) {
         loop {
-            let ss = pool::adopt();
+            let ss = pool::adopt_any();
             if ss.is_null() {
                 return;
             }

@@ -92,11 +92,17 @@ impl Stack {
 
 /// Empty superslabs, committed, each stamped with the time it came back.
 static EMPTY: SpinLock<Stack> = SpinLock::new(Stack::new());
-static ABANDONED: SpinLock<Stack> = SpinLock::new(Stack::new());
+/// Superslabs whose owner exited with blocks still live in them, by what they are carved
+/// into ([`SuperSlab::carves_spans`]): single slabs, then spans. A thread looking for
+/// room for a class adopts only superslabs that can give it.
+static ABANDONED: [SpinLock<Stack>; 2] = [SpinLock::new(Stack::new()), SpinLock::new(Stack::new())];
 
 /// An empty superslab owned by nobody, from the cache or freshly mapped; null when the
-/// OS refuses.
-pub fn acquire() -> *mut SuperSlab {
+/// OS refuses. `spans`: what it is wanted for ([`SuperSlab::carves_spans`]); a fresh
+/// mapping wanted for single slabs is advised for huge pages before its header is
+/// written (where the profile wants them), so that its first 2 MiB can be one too.
+pub fn acquire(spans: bool) -> *mut SuperSlab {
+    let mut advised = false;
     let cached = EMPTY.lock().pop();
     if !cached.is_null() {
         retain::sub(CHUNK_SIZE);
@@ -107,13 +113,18 @@ pub fn acquire() -> *mut SuperSlab {
             return null_mut();
         }
         chunk_map::insert(p as usize);
+        if !spans && crate::superslab::huge_pages_pay() {
+            // SAFETY: the fresh chunk is ours.
+            unsafe { os::advise_huge_pages(p, CHUNK_SIZE, true) };
+            advised = true;
+        }
         p
     } else {
         cached.cast()
     };
     retain::observe();
     // SAFETY: the chunk is mapped, chunk aligned, and ours alone.
-    unsafe { SuperSlab::init(chunk) }
+    unsafe { SuperSlab::init(chunk, advised) }
 }
 
 /// Take back an empty superslab: keep it for reuse, then give back the oldest kept ones
@@ -180,28 +191,42 @@ pub unsafe fn abandon(ss: *mut SuperSlab) {
     // SAFETY: the caller gives us `ss`.
     unsafe {
         (*ss).set_owner(OwnerId::NONE);
-        ABANDONED.lock().push(ss);
+        ABANDONED[(*ss).carves_spans() as usize].lock().push(ss);
     }
 }
 
-/// Take an abandoned superslab, if any; the caller becomes its owner.
-pub fn adopt() -> *mut SuperSlab {
-    let s = ABANDONED.lock().pop();
+/// Take an abandoned superslab carved into spans (`spans`) or single slabs, if any; the
+/// caller becomes its owner.
+pub fn adopt(spans: bool) -> *mut SuperSlab {
+    let s = ABANDONED[spans as usize].lock().pop();
     if !s.is_null() {
         core::sync::atomic::fence(Ordering::Acquire);
     }
     s
 }
 
+/// Take an abandoned superslab of either kind, if any; the caller becomes its owner.
+pub fn adopt_any() -> *mut SuperSlab {
+    let s = adopt(false);
+    if s.is_null() {
+        adopt(true)
+    } else {
+        s
+    }
+}
+
 /// Number of cached empty superslabs and of abandoned ones.
 pub fn counts() -> (usize, usize) {
-    (EMPTY.lock().len, ABANDONED.lock().len)
+    let abandoned = ABANDONED.iter().map(|a| a.lock().len).sum();
+    (EMPTY.lock().len, abandoned)
 }
 
 /// Hold the pool's locks across `fork` ([`fork_prepare`](crate::process)).
 pub(crate) fn lock_all() {
     EMPTY.lock_forever();
-    ABANDONED.lock_forever();
+    for a in &ABANDONED {
+        a.lock_forever();
+    }
 }
 
 /// # Safety
@@ -209,7 +234,9 @@ pub(crate) fn lock_all() {
 pub(crate) unsafe fn unlock_all() {
     // SAFETY: by the caller, we hold both locks.
     unsafe {
-        ABANDONED.force_unlock();
+        for a in ABANDONED.iter().rev() {
+            a.force_unlock();
+        }
         EMPTY.force_unlock();
     }
 }

@@ -23,6 +23,7 @@
 //! `remote` list and set its bit in `remote_pending`.
 
 use crate::chunk_map::{ChunkHeader, CHUNK_SHIFT, CHUNK_SIZE, MAP_FREE, MAP_HEADER, SLABS};
+use crate::config;
 use crate::os;
 use crate::remote::{Block, RemoteFreeList};
 use crate::size_class::{
@@ -137,7 +138,40 @@ pub struct SuperSlab {
     pub prev: Cell<*mut SuperSlab>,
     /// When it went back to the pool empty ([`crate::os::now_ms`]; the pool's only).
     pub released_ms: Cell<u64>,
+    /// What it is carved into until it is empty again (owner only): decided by the first
+    /// carve after it was empty. Single slabs (the classes up to 8 KiB, whose slabs fill
+    /// up densely) and spans of several slabs (larger blocks, often touched sparsely, as
+    /// a buffer grown by `realloc` is) never share a superslab, so that the first can
+    /// have huge pages and the second not pay for them.
+    spans: Cell<bool>,
+    /// The huge-page advice the chunk's mapping carries ([`Advice`]); kept by
+    /// [`SuperSlab::init`], since it belongs to the mapping, not to the layout.
+    advice: Cell<Advice>,
     slabs: [SlabMeta; SLABS],
+}
+
+/// hakmem's mappings, in bytes, from which superslabs of single slabs ask for huge pages
+/// (where the profile wants them): below it, a 2 MiB page made resident by a few small
+/// blocks would be most of a small program's memory; above it, a heap that large gains
+/// one page fault and one TLB entry per 2 MiB instead of 512.
+pub const HUGE_PAGES_FROM: usize = 32 << 20;
+
+/// Whether a superslab of single slabs asks for huge pages now ([`HUGE_PAGES_FROM`]).
+pub fn huge_pages_pay() -> bool {
+    config::current().huge_pages
+        && os::COUNTERS.mapped_bytes.load(Ordering::Relaxed) >= HUGE_PAGES_FROM
+}
+
+/// Transparent huge pages asked for a superslab's mapping ([`crate::os::advise_huge_pages`]).
+#[derive(Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+enum Advice {
+    /// Never advised: the kernel's default. Read from a fresh mapping's zeroes, never
+    /// written.
+    #[allow(dead_code)]
+    Default = 0,
+    Huge = 1,
+    NoHuge = 2,
 }
 
 const _: () = assert!(core::mem::size_of::<SuperSlab>() <= SLAB_SIZE);
@@ -166,17 +200,22 @@ impl SuperSlab {
         self as *const _ as usize
     }
 
-    /// Lay out a fresh or recycled chunk as an empty superslab owned by nobody.
+    /// Lay out a fresh or recycled chunk as an empty superslab owned by nobody;
+    /// `advised_huge`: the caller just asked for huge pages for the fresh mapping.
     ///
     /// # Safety
     /// `chunk` is a chunk-aligned mapping of `CHUNK_SIZE` bytes that nobody else uses.
-    pub unsafe fn init(chunk: *mut u8) -> *mut SuperSlab {
+    pub unsafe fn init(chunk: *mut u8, advised_huge: bool) -> *mut SuperSlab {
         let ss = chunk as *mut SuperSlab;
         // SAFETY: the chunk is ours and large enough for the header (checked above); all
-        // fields are valid when zero, then the class map is set.
+        // fields are valid when zero (a fresh mapping reads as zero, so `advice` is
+        // `Default` there), then the class map and the mapping's advice are set.
         unsafe {
+            let advice = (*ss).advice.get();
             core::ptr::write_bytes(chunk, 0, core::mem::size_of::<SuperSlab>());
             let s = &*ss;
+            s.advice
+                .set(if advised_huge { Advice::Huge } else { advice });
             for e in s.header.class_map.iter() {
                 e.store(MAP_FREE, Ordering::Relaxed);
             }
@@ -206,12 +245,39 @@ impl SuperSlab {
         self.free_slabs.get() == USABLE_SLABS
     }
 
-    /// Carve a span for class `c` out of the free slabs; null if there is no room.
+    /// Whether it is carved into spans of several slabs ([`SuperSlab::carve_slab`]); for
+    /// its owner, or for the pool while nobody owns it.
+    pub fn carves_spans(&self) -> bool {
+        self.spans.get()
+    }
+
+    /// Ask for huge pages for the whole superslab (`huge`) where the profile wants them,
+    /// or for none where they were asked for before; no system call when the mapping
+    /// already carries the advice.
+    fn advise(&self, huge: bool) {
+        let want = match (huge && huge_pages_pay(), self.advice.get()) {
+            (true, Advice::Huge) | (false, Advice::Default | Advice::NoHuge) => return,
+            (true, _) => Advice::Huge,
+            (false, Advice::Huge) => Advice::NoHuge,
+        };
+        // SAFETY: the superslab's own chunk, a mapping of `os`.
+        unsafe { os::advise_huge_pages(self.base() as *mut u8, CHUNK_SIZE, want == Advice::Huge) };
+        self.advice.set(want);
+    }
+
+    /// Carve a span for class `c` out of the free slabs; null if there is no room, or if
+    /// the superslab is carved into the other kind ([`SuperSlab::carves_spans`]).
     ///
     /// # Safety
     /// The caller owns this superslab (or holds it alone, fresh from the pool).
     pub unsafe fn carve_slab(&self, c: Class) -> *mut SlabMeta {
         let n = SPAN[c] as usize;
+        if self.is_empty() {
+            self.spans.set(n > 1);
+            self.advise(n == 1);
+        } else if self.spans.get() != (n > 1) {
+            return null_mut();
+        }
         let Some(first) = find_span(self.free_slabs.get(), n) else {
             return null_mut();
         };
@@ -560,7 +626,7 @@ mod tests {
         assert!(!chunk.is_null());
         // SAFETY: a fresh chunk that only this test uses.
         unsafe {
-            let ss = &*SuperSlab::init(chunk);
+            let ss = &*SuperSlab::init(chunk, false);
             assert!(ss.is_empty());
             let c = crate::size_class::class_of_size(48).unwrap();
             let meta = &*ss.carve_slab(c);

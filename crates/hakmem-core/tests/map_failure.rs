@@ -81,9 +81,13 @@ impl Blocks {
 
 /// Requests that exhaust a heap class by class: medium and mid first (few blocks fill a
 /// superslab), then smaller ones, which still find free slabs between their spans.
-const REQUESTS: [(usize, usize); 6] = [
+// Superslabs carved into spans of slabs serve no single slab (and back), so the room
+// left in them is used up by the smallest span class asked for: 20,000 B, which the
+// resizes below grow to.
+const REQUESTS: [(usize, usize); 7] = [
     (200_000, 16),
     (40_000, 16),
+    (20_000, 16),
     (3000, 16),
     (100, 4096),
     (48, 16),
