@@ -61,10 +61,10 @@ pub struct Policy {
     pub background_return: bool,
     /// Freed large mappings kept, at most (also bounded by the bytes above).
     pub large_cache_entries: usize,
-    /// Whether the whole 2 MiB stretches of a fresh large block's mapping are advised for
-    /// transparent huge pages (`MADV_HUGEPAGE`): one page fault and one TLB entry per
-    /// 2 MiB instead of 512, for a touched stretch resident whole (it lies inside the
-    /// block, so only a block written sparsely pays for it).
+    /// Whether hakmem asks for transparent huge pages (`MADV_HUGEPAGE`): over the whole
+    /// 2 MiB stretches of a fresh large block's mapping, and over superslabs of single
+    /// slabs once its mappings are large (`superslab::HUGE_PAGES_FROM`). One page fault and
+    /// one TLB entry per 2 MiB instead of 512, for a touched stretch resident whole.
     pub huge_pages: bool,
 }
 

@@ -14,8 +14,8 @@ use crate::chunk_map::{MAP_FREE, SLABS};
 use crate::os;
 use crate::pool;
 use crate::remote::Block;
-use crate::size_class::{block_size, span_slabs, Class, PerClass, NUM_CLASSES};
-use crate::superslab::{OwnerId, SlabMeta, SuperSlab};
+use crate::size_class::{block_size, Class, PerClass, NUM_CLASSES};
+use crate::superslab::{is_span_class, OwnerId, SlabMeta, SuperSlab};
 use crate::sync::{AtomicIsize, Ordering, SpinLock};
 use core::cell::Cell;
 use core::ptr::null_mut;
@@ -264,7 +264,7 @@ impl Heap {
             ss = s.next.get();
         }
         loop {
-            let adopted = pool::adopt(span_slabs(c) > 1);
+            let adopted = pool::adopt(is_span_class(c));
             if adopted.is_null() {
                 break;
             }
@@ -282,7 +282,7 @@ impl Heap {
                 return m;
             }
         }
-        let fresh = pool::acquire(span_slabs(c) > 1);
+        let fresh = pool::acquire(is_span_class(c));
         if fresh.is_null() {
             return null_mut();
         }

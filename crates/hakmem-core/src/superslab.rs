@@ -188,6 +188,13 @@ static SPAN: PerClass<u8> = {
     PerClass(t)
 };
 
+/// Whether slabs of class `c` are spans of several slabs (blocks over 8 KiB), which never
+/// share a superslab with single slabs ([`SuperSlab::carves_spans`]).
+#[inline]
+pub fn is_span_class(c: Class) -> bool {
+    SPAN[c] > 1
+}
+
 impl SuperSlab {
     /// The superslab holding `addr` (which must lie in a superslab).
     #[inline(always)]
@@ -272,10 +279,11 @@ impl SuperSlab {
     /// The caller owns this superslab (or holds it alone, fresh from the pool).
     pub unsafe fn carve_slab(&self, c: Class) -> *mut SlabMeta {
         let n = SPAN[c] as usize;
+        let spans = is_span_class(c);
         if self.is_empty() {
-            self.spans.set(n > 1);
-            self.advise(n == 1);
-        } else if self.spans.get() != (n > 1) {
+            self.spans.set(spans);
+            self.advise(!spans);
+        } else if self.spans.get() != spans {
             return null_mut();
         }
         let Some(first) = find_span(self.free_slabs.get(), n) else {
