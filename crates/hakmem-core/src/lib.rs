@@ -15,7 +15,8 @@
 //! | checked switch | [`Core`]`<CHECKED>` / [`Checked`]: the same entry points with the checks of checked mode on |
 //! | misuse | [`report_misuse`], [`Misuse`], [`NotFreed`]; [`write_stderr`], [`abort`] (never allocate) |
 //! | thread-exit and `fork` hooks | registered by the core itself at its first slow path, or now with [`init`] |
-//! | for the heap profiler | [`SpinLock`] (a lock that never allocates) |
+//! | for the heap profiler | [`sample_count_down`], [`set_sample_countdown`] (its per-thread countdown, in the thread cache's slot) |
+//! | a lock that never allocates | [`SpinLock`] |
 //!
 //! Layers, lowest first; a module uses only its own layer and those before it, with no
 //! cycle (written once more in `tests/layers.rs`, which checks the sources, and in
@@ -72,6 +73,20 @@ pub use size_class::{
 };
 pub use stats::Stats;
 pub use sync::SpinLock;
+
+/// Subtract `bytes` from the calling thread's sampling countdown; whether it went below
+/// zero. The countdown is one word of the thread cache's slot that the core never reads,
+/// kept for the heap profiler: an allocation that takes it and then the thread cache
+/// computes the thread-local address once. Zero at thread start.
+#[inline(always)]
+pub fn sample_count_down(bytes: usize) -> bool {
+    thread_cache::count_down(bytes)
+}
+
+/// Set the calling thread's sampling countdown (see [`sample_count_down`]).
+pub fn set_sample_countdown(bytes: isize) {
+    thread_cache::set_countdown(bytes);
+}
 
 /// Allocate `size` bytes aligned to `align` (a power of two). Null when memory is
 /// exhausted or the request cannot be met (alignment over [`MAX_ALIGN`], size near

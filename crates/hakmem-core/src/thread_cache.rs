@@ -78,6 +78,10 @@ pub struct ThreadCache {
     ticks: u32,
     /// Bit `c` set: class `c` took the slow path since the last upkeep.
     active: u64,
+    /// The heap profiler's sampling countdown ([`count_down`]), kept here so that the
+    /// allocation fast path reaches it from the slot address it computes anyway. This
+    /// layer never reads it; zero at thread start.
+    countdown: isize,
 }
 
 const _: () = assert!(NUM_CLASSES <= 64);
@@ -95,6 +99,25 @@ unsafe fn bin_of<'a>(tc: *mut ThreadCache, c: Class) -> &'a mut Bin {
     // SAFETY: by the caller; the array is indexed in place, not through a reference to
     // the whole cache.
     unsafe { &mut (*tc).bins.0[c.index()] }
+}
+
+/// Subtract `bytes` from the calling thread's countdown; whether it went below zero.
+/// Inlined into an allocation that then takes the cache, a `sub` from memory and a branch.
+#[inline(always)]
+pub fn count_down(bytes: usize) -> bool {
+    let tc = cache();
+    // SAFETY: the thread's own cache, reached in place (no reference to it is made).
+    unsafe {
+        let left = (*tc).countdown.wrapping_sub(bytes as isize);
+        (*tc).countdown = left;
+        left < 0
+    }
+}
+
+/// Set the calling thread's countdown to `bytes`.
+pub fn set_countdown(bytes: isize) {
+    // SAFETY: the thread's own cache, reached in place.
+    unsafe { (*cache()).countdown = bytes };
 }
 
 /// Allocate a block of class `c`. Null when memory is exhausted.

@@ -95,14 +95,21 @@ mod imp {
         let p: *mut u8;
         // SAFETY: reads the thread pointer and the slot's offset from the GOT (the
         // initial-exec sequence, which an executable's linker relaxes to a constant); no
-        // memory is written. The result is constant for the thread's life, hence `pure`.
+        // memory is written. `pure, nomem` tells the compiler it may reuse one result for
+        // every call in a function body, as it does for a `#[thread_local]` address: the
+        // thread pointer is fixed for the thread's life, the GOT entry is filled by the
+        // loader before any code runs and is read-only after relocation, and one
+        // invocation of a function runs on one thread (an `async` body that moves between
+        // threads does so only by returning from `poll`). Without `nomem`, every opaque
+        // memory access between two calls (a `black_box`, a write through a raw pointer)
+        // forced the sequence to be run again.
         unsafe {
             #[cfg(target_arch = "x86_64")]
             core::arch::asm!(
                 "mov {p}, qword ptr fs:[0]",
                 "add {p}, qword ptr [rip + hakmem_thread_cache@GOTTPOFF]",
                 p = out(reg) p,
-                options(pure, readonly, nostack),
+                options(pure, nomem, nostack),
             );
             #[cfg(target_arch = "aarch64")]
             core::arch::asm!(
@@ -112,7 +119,7 @@ mod imp {
                 "add {p}, {p}, {off}",
                 p = out(reg) p,
                 off = out(reg) _,
-                options(pure, readonly, nostack),
+                options(pure, nomem, nostack),
             );
         }
         p

@@ -167,13 +167,13 @@ fn decide(size: usize) -> bool {
     if tls::with(|t| t.rng.get()) == 0 {
         // The thread's first slow path: the countdown started at zero, not at a draw.
         let left = draw_interval().saturating_sub(size as isize);
-        tls::with(|t| t.countdown.set(left));
+        tls::set_countdown(left);
         if left >= 0 {
             return false;
         }
     }
     let next = draw_interval();
-    tls::with(|t| t.countdown.set(next));
+    tls::set_countdown(next);
     RUNNING.load(Relaxed) && !is_busy()
 }
 

@@ -1,21 +1,31 @@
-//! The profiler's per-thread state: the sampling countdown, the generator, the busy flag.
+//! The profiler's per-thread state: the generator and the busy flag. The sampling
+//! countdown, which every allocation takes, is not here but in hakmem-core's thread-cache
+//! slot ([`count_down`]): the allocation fast path computes that slot's address anyway,
+//! so the countdown costs a `sub` from memory and a branch, with no thread-local address
+//! of its own.
 //!
-//! - By default a `std` thread-local with a constant initializer and no destructor: in an
-//!   executable (a Rust program with the `heap-profile` feature) the countdown is then one
-//!   `sub` from a `%fs`-relative address.
+//! - By default a `std` thread-local with a constant initializer and no destructor.
 //! - With the `initial-exec-tls` feature (which `libhakmem.so` turns on): an
 //!   initial-exec slot declared in assembly, as hakmem-core's thread cache is, because in
-//!   a shared object a `std` thread-local is reached through `__tls_get_addr`, a call on
-//!   every `malloc` while profiling. Zero at thread start, which is the initial state.
+//!   a shared object a `std` thread-local is reached through `__tls_get_addr`, which may
+//!   allocate. Zero at thread start, which is the initial state.
 
 use core::cell::Cell;
 
-/// `countdown` is the first field: the initial-exec `count_down` reaches it at offset 0.
+/// Subtract `size` from the calling thread's countdown; whether it went below zero.
+#[inline(always)]
+pub fn count_down(size: usize) -> bool {
+    hakmem_core::sample_count_down(size)
+}
+
+/// Set the calling thread's countdown to `bytes`.
+pub fn set_countdown(bytes: isize) {
+    hakmem_core::set_sample_countdown(bytes);
+}
+
+/// A thread's state; all zero is the initial one.
 #[repr(C)]
 pub struct State {
-    /// Bytes left before the next sample; zero at thread start, so the first allocation
-    /// of a thread takes the slow path, which draws the first interval.
-    pub countdown: Cell<isize>,
     /// The thread's generator (xorshift64*); zero until the first draw.
     pub rng: Cell<u64>,
     /// Set while this thread samples or writes a profile: its allocations are plain.
@@ -34,7 +44,6 @@ mod imp {
     thread_local! {
         static STATE: State = const {
             State {
-                countdown: Cell::new(0),
                 rng: Cell::new(0),
                 busy: Cell::new(false),
             }
@@ -44,16 +53,6 @@ mod imp {
     #[inline(always)]
     pub fn with<R>(f: impl FnOnce(&State) -> R) -> R {
         STATE.with(f)
-    }
-
-    /// Subtract `size` from the countdown; whether it went below zero.
-    #[inline(always)]
-    pub fn count_down(size: usize) -> bool {
-        with(|t| {
-            let left = t.countdown.get().wrapping_sub(size as isize);
-            t.countdown.set(left);
-            left < 0
-        })
     }
 }
 
@@ -96,28 +95,6 @@ mod imp {
         // touches it, and the reference does not outlive `f`.
         f(unsafe { &*p })
     }
-
-    /// Subtract `size` from the countdown; whether it went below zero. Three instructions
-    /// (the slot's offset, a subtraction from `fs`-relative memory, a branch on the sign)
-    /// where going through [`with`] takes six: it runs on every `malloc`.
-    #[inline(always)]
-    pub fn count_down(size: usize) -> bool {
-        // SAFETY: subtracts from the calling thread's countdown (the first field of its
-        // `State`, at offset 0 of the slot), which only this thread touches, and no
-        // reference to it is alive across the asm (`with`'s end before it returns).
-        unsafe {
-            core::arch::asm!(
-                "mov {off}, qword ptr [rip + hakmem_heap_profile_state@GOTTPOFF]",
-                "sub qword ptr fs:[{off}], {size}",
-                "js {ran_out}",
-                off = out(reg) _,
-                size = in(reg) size,
-                ran_out = label { return true; },
-                options(nostack),
-            );
-        }
-        false
-    }
 }
 
-pub use imp::{count_down, with};
+pub use imp::with;
