@@ -1,14 +1,19 @@
 //! Where sampled blocks live: one address reservation of [`ARENA_SIZE`] bytes, split into
-//! a 512 MiB region per size class, so that "is this block sampled?" is one subtraction and
-//! one compare ([`contains`]) and needs no header, and a sampled block costs its class's
-//! rounding and 8 bytes of metadata beside it, nothing in front.
+//! a 512 MiB region per size class and an area for bigger blocks, so that "is this block
+//! sampled?" is one subtraction and one compare ([`contains`]) and needs no header, and a
+//! sampled block costs its class's rounding and 8 bytes of metadata beside it, nothing in
+//! front.
 //!
 //! - Classes: 16-byte steps to 128 bytes, four per doubling to 4 KiB, then powers of two
 //!   to 512 MiB ([`class_of`]). Requests aligned above 16 take the power-of-two class at
 //!   least as large as the alignment: a slot `i` of a power-of-two class `s` starts at
 //!   `region + i * s`, and regions are 512 MiB aligned, so the slot is `s`-aligned.
-//! - Size: 24 GiB, not more, so that programs run under valgrind (which refuses a
-//!   mapping of 64 GiB) can be profiled, and measured with callgrind.
+//! - Blocks over 512 MiB (a program's biggest, which a profile must not miss: one is
+//!   sampled almost surely) take whole 512 MiB units of the *huge area* that follows the
+//!   class regions, first fit, up to `HUGE_UNITS` units (17.5 GiB); a free gives their
+//!   written pages back at once. Only requests bigger than that are not sampled.
+//! - Size: 40 GiB of address space, which valgrind still maps (so that programs run
+//!   under it can be profiled and measured with callgrind).
 //! - Memory: the reservation is mapped with `MAP_NORESERVE`; a page becomes resident when
 //!   a sampled block is first written there. Freed slots are reused newest first. Slots
 //!   of whole pages (8 KiB and up) are given back with `madvise(MADV_DONTNEED)` once a
@@ -25,12 +30,17 @@ use crate::mem::{map, map_near};
 use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::io;
 
-/// Bytes of address space reserved for sampled blocks (48 regions of 512 MiB).
-pub const ARENA_SIZE: usize = 48 << REGION_SHIFT;
+/// Bytes of address space reserved for sampled blocks: a region of 512 MiB per class,
+/// then the huge area.
+pub const ARENA_SIZE: usize = (CLASSES + HUGE_UNITS) << REGION_SHIFT;
 const REGION_SHIFT: u32 = 29;
 const REGION: usize = 1 << REGION_SHIFT;
-/// Size classes (45 of the 48 regions are used).
+/// Size classes, region `c` holding class `c`.
 const CLASSES: usize = 45;
+/// Units of [`REGION`] bytes in the huge area (regions `CLASSES..`), for blocks over
+/// 512 MiB; at most 64 (one bit each in [`Huge::used`]).
+const HUGE_UNITS: usize = 35;
+const _: () = assert!(HUGE_UNITS <= 64);
 /// Most live sampled blocks per class; a sample over that is not taken.
 const MAX_SLOTS: usize = 1 << 18;
 /// Freed, resident bytes a class of whole-page slots keeps before giving them back.
@@ -98,10 +108,18 @@ struct Class {
     clean: u32,
 }
 
+/// The huge area's units: which are taken, and how many a block starting at each holds.
+#[derive(Clone, Copy)]
+struct Huge {
+    used: u64,
+    units: [u8; HUGE_UNITS],
+}
+
 struct Arena {
     /// `CLASSES * MAX_SLOTS` slot numbers (class `c`'s stack at `c * MAX_SLOTS`).
     free: *mut u32,
     classes: [Class; CLASSES],
+    huge: Huge,
 }
 
 // SAFETY: `free` points into a process-wide mapping that is never unmapped.
@@ -114,10 +132,15 @@ static ARENA: Lock<Arena> = Lock::new(Arena {
         len: 0,
         clean: 0,
     }; CLASSES],
+    huge: Huge {
+        used: 0,
+        units: [0; HUGE_UNITS],
+    },
 });
 
-/// Per slot (`c * MAX_SLOTS + i`): `LIVE | size << 16 | stack` of its block while live,
-/// zero while free (so a second free of a block is told apart).
+/// Per slot (`c * MAX_SLOTS + i`), then per unit of the huge area (a block's first unit
+/// standing for the block): `LIVE | size << 16 | stack` of its block while live, zero
+/// while free (so a second free of a block is told apart).
 static META: AtomicUsize = AtomicUsize::new(0);
 const LIVE: u64 = 1 << 63;
 
@@ -136,7 +159,7 @@ pub fn init() -> io::Result<()> {
             }
             libc::munmap((base + ARENA_SIZE) as *mut _, raw + REGION - base);
         }
-        let meta = map(CLASSES * MAX_SLOTS * 8)?;
+        let meta = map(META_WORDS * 8)?;
         a.free = map(CLASSES * MAX_SLOTS * 4)?.cast();
         META.store(meta as usize, Relaxed);
         BASE.store(base, Relaxed);
@@ -145,10 +168,22 @@ pub fn init() -> io::Result<()> {
     })
 }
 
+/// Words of [`META`]: one per slot of each class, one per huge unit.
+const META_WORDS: usize = CLASSES * MAX_SLOTS + HUGE_UNITS;
+
+/// The metadata word of slot `i` of class `c`, or of the huge block starting at unit
+/// `c - CLASSES` (then `i` is 0).
 fn meta(c: usize, i: usize) -> &'static AtomicU64 {
-    // SAFETY: `c < CLASSES`, `i < MAX_SLOTS`: inside the metadata mapping, which lives
-    // for the process and is only reached as atomics.
-    unsafe { &*(META.load(Relaxed) as *const AtomicU64).add(c * MAX_SLOTS + i) }
+    let k = if c < CLASSES {
+        c * MAX_SLOTS + i
+    } else {
+        CLASSES * MAX_SLOTS + (c - CLASSES)
+    };
+    debug_assert!(k < META_WORDS && (c < CLASSES || i == 0));
+    // SAFETY: `k < META_WORDS` (`c` is a class with `i < MAX_SLOTS`, or a unit of the
+    // huge area): inside the metadata mapping, which lives for the process and is only
+    // reached as atomics.
+    unsafe { &*(META.load(Relaxed) as *const AtomicU64).add(k) }
 }
 
 /// The slots of class `c` that fit its region (at most [`MAX_SLOTS`]).
@@ -164,13 +199,16 @@ pub struct Block {
 }
 
 /// A slot for `size` bytes aligned to `align`, recorded as sampled at `stack` (see
-/// [`set_stack`]); `None` when the request is over 512 MiB or its class is full.
+/// [`set_stack`]); `None` when the arena is not reserved, the class is full, or the
+/// request is over 512 MiB and the huge area has no room for it.
 pub fn alloc(size: usize, align: usize) -> Option<Block> {
-    let c = class_of(size, align)?;
     let base = BASE.load(Relaxed);
     if base == NO_BASE {
         return None;
     }
+    let Some(c) = class_of(size, align) else {
+        return alloc_huge(size, align);
+    };
     let (i, zero) = ARENA.with(|a| {
         let free = a.free;
         let k = &mut a.classes[c];
@@ -193,10 +231,38 @@ pub fn alloc(size: usize, align: usize) -> Option<Block> {
     Some(Block { ptr, zero })
 }
 
-/// The class and slot of a block in the arena.
+/// Units of the huge area for `size` bytes aligned to `align`, first fit; `None` when
+/// no run of free units is long enough (or the alignment is over a unit's).
+fn alloc_huge(size: usize, align: usize) -> Option<Block> {
+    if align > REGION {
+        return None;
+    }
+    let n = size.div_ceil(REGION);
+    if n > HUGE_UNITS {
+        return None;
+    }
+    let run = if n == 64 { u64::MAX } else { (1u64 << n) - 1 };
+    let first = ARENA.with(|a| {
+        let h = &mut a.huge;
+        let u = (0..=HUGE_UNITS - n).find(|&u| h.used & run << u == 0)?;
+        h.used |= run << u;
+        h.units[u] = n as u8;
+        Some(u)
+    })?;
+    let c = CLASSES + first;
+    meta(c, 0).store(LIVE | (size as u64) << 16, Relaxed);
+    let ptr = (BASE.load(Relaxed) + (c << REGION_SHIFT)) as *mut u8;
+    // A freed huge block's pages were given back: its units read as zero.
+    Some(Block { ptr, zero: true })
+}
+
+/// The class (or huge unit, from `CLASSES` on) and slot of a block in the arena.
 fn locate(p: *const u8) -> (usize, usize) {
     let off = p as usize - BASE.load(Relaxed);
     let c = off >> REGION_SHIFT;
+    if c >= CLASSES {
+        return (c, 0);
+    }
     (c, (off & (REGION - 1)) / class_size(c))
 }
 
@@ -217,11 +283,15 @@ fn unpack(m: u64) -> (usize, u32) {
 }
 
 /// The class and slot of `p`, a pointer into the arena, if it is the start of a slot
-/// handed out (live or freed); `None` for any other address of the arena.
+/// handed out (live or freed) or of a huge unit; `None` for any other address of the
+/// arena.
 fn slot_of(p: *const u8) -> Option<(usize, usize)> {
     let off = (p as usize).wrapping_sub(BASE.load(Relaxed));
     let c = off >> REGION_SHIFT;
-    if c >= CLASSES || (off & (REGION - 1)) % class_size(c) != 0 {
+    if c >= CLASSES {
+        return (c < CLASSES + HUGE_UNITS && off & (REGION - 1) == 0).then_some((c, 0));
+    }
+    if (off & (REGION - 1)) % class_size(c) != 0 {
         return None;
     }
     let i = (off & (REGION - 1)) / class_size(c);
@@ -244,9 +314,14 @@ sampled block (heap profiler arena): pointer 0x0000000000000000\n";
     }
 }
 
-/// The bytes usable at the live block `p`: its class's size.
+/// The bytes usable at the live block `p`: its class's size (a huge block's: its
+/// requested size in whole pages).
 pub fn usable_size(p: *const u8) -> usize {
-    class_size(locate(p).0)
+    let (c, _) = locate(p);
+    if c >= CLASSES {
+        return info(p).0.next_multiple_of(PAGE);
+    }
+    class_size(c)
 }
 
 /// Give the slot of the live block `p` back; returns what [`info`] said of it.
@@ -260,6 +335,10 @@ pub fn free(p: *const u8) -> (usize, u32) {
         misuse(p);
     }
     let info = unpack(m);
+    if c >= CLASSES {
+        free_huge(p, c - CLASSES, info.0);
+        return info;
+    }
     let base = BASE.load(Relaxed);
     ARENA.with(|a| {
         let free = a.free;
@@ -282,6 +361,27 @@ pub fn free(p: *const u8) -> (usize, u32) {
         }
     });
     info
+}
+
+/// Give the huge block at `p` (starting at unit `u`, `size` bytes requested) back: its
+/// written pages (at most `size` rounded up to a page) to the kernel, then its units.
+fn free_huge(p: *const u8, u: usize, size: usize) {
+    // SAFETY: the block's own pages, which nobody holds any more (its metadata word was
+    // just cleared), and whose bytes may be dropped.
+    unsafe {
+        libc::madvise(
+            p as *mut _,
+            size.next_multiple_of(PAGE),
+            libc::MADV_DONTNEED,
+        )
+    };
+    ARENA.with(|a| {
+        let h = &mut a.huge;
+        let n = h.units[u] as usize;
+        let run = if n == 64 { u64::MAX } else { (1u64 << n) - 1 };
+        h.used &= !(run << u);
+        h.units[u] = 0;
+    });
 }
 
 /// Take the lock before `fork`.
@@ -335,8 +435,13 @@ mod tests {
             0,
             "a second free would be caught"
         );
-        let past = (BASE.load(Relaxed) + CLASSES * REGION) as *const u8;
-        assert!(contains(past) && slot_of(past).is_none(), "unused region");
+        let past = (BASE.load(Relaxed) + ARENA_SIZE) as *const u8;
+        assert!(!contains(past), "past the arena");
+        let unit = (BASE.load(Relaxed) + CLASSES * REGION + REGION / 2) as *const u8;
+        assert!(
+            contains(unit) && slot_of(unit).is_none(),
+            "inside a huge unit"
+        );
     }
 
     #[test]
@@ -357,5 +462,50 @@ mod tests {
         let big = alloc(64 << 10, 4096).unwrap();
         assert_eq!(big.ptr as usize % (64 << 10), 0);
         free(big.ptr);
+    }
+
+    #[test]
+    fn huge_blocks_take_whole_units() {
+        init().unwrap();
+        let size = (1 << 29) + 1;
+        let a = alloc(size, 16).unwrap();
+        assert!(a.zero && contains(a.ptr));
+        assert_eq!((a.ptr as usize - BASE.load(Relaxed)) % REGION, 0);
+        set_stack(a.ptr, 9);
+        assert_eq!(info(a.ptr), (size, 9));
+        assert_eq!(usable_size(a.ptr), size.next_multiple_of(PAGE));
+        // SAFETY: the block holds `size` bytes: its last page is written.
+        unsafe { a.ptr.add(size - 1).write(7) };
+        let b = alloc(3 << 29, 4096).unwrap();
+        assert!(
+            b.ptr as usize >= a.ptr as usize + 2 * REGION,
+            "after a's two units"
+        );
+        assert_eq!(
+            slot_of(a.ptr.wrapping_add(REGION)),
+            Some((locate(a.ptr).0 + 1, 0))
+        );
+        assert_eq!(
+            meta(locate(a.ptr).0 + 1, 0).load(Relaxed) & LIVE,
+            0,
+            "not a block's start"
+        );
+        assert_eq!(free(a.ptr), (size, 9));
+        assert_eq!(
+            meta(locate(a.ptr).0, 0).load(Relaxed),
+            0,
+            "a second free would be caught"
+        );
+        let again = alloc(size, 16).unwrap();
+        assert_eq!(again.ptr, a.ptr, "first fit reuses the freed units");
+        // SAFETY: given back with MADV_DONTNEED: the page reads as zero again.
+        assert_eq!(unsafe { again.ptr.add(size - 1).read() }, 0);
+        free(again.ptr);
+        free(b.ptr);
+        assert!(
+            alloc((HUGE_UNITS << REGION_SHIFT) + 1, 16).is_none(),
+            "bigger than the area"
+        );
+        assert!(alloc(1 << 30, 1 << 30).is_none(), "aligned over a unit");
     }
 }

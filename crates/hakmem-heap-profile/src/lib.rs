@@ -224,7 +224,7 @@ pub fn alloc_slow(
 }
 
 /// A sampled block of `size` bytes aligned to `align`, its stack recorded; null when the
-/// arena has no slot for it (over 512 MiB, or its class full): then the caller allocates a
+/// arena has no slot for it (over 17.5 GiB, or its class full): then the caller allocates a
 /// plain block.
 fn alloc_sampled(size: usize, align: usize, zeroed: bool) -> *mut u8 {
     let _busy = Busy::enter();

@@ -74,6 +74,26 @@ fn site_c_in_thread() -> usize {
     sum
 }
 
+/// Site D: blocks over 512 MiB (the profiler's arena takes them in whole units): one of
+/// 600 MiB freed, one of 1.5 GiB kept. Only their ends are written.
+#[inline(never)]
+fn site_d(kept: &mut Vec<(*mut u8, Layout)>) {
+    for (size, keep) in [(600 * MIB, false), (1536 * MIB, true)] {
+        let l = Layout::from_size_align(size, 16).unwrap();
+        // SAFETY: a non-zero size.
+        let p = unsafe { alloc(l) };
+        assert!(!p.is_null());
+        // SAFETY: `p` holds `size` bytes.
+        unsafe { (p.write(1), p.add(size - 1).write(2)) };
+        if keep {
+            kept.push((p, l));
+        } else {
+            // SAFETY: allocated above with `l`.
+            unsafe { dealloc(p, l) };
+        }
+    }
+}
+
 fn within(name: &str, got: i64, truth: usize) {
     let err = (got as f64 - truth as f64).abs() / truth as f64;
     assert!(
@@ -186,6 +206,41 @@ fn known_sites_within_ten_percent() {
 
 /// `go tool pprof -top` reads the profile, when Go is installed (CI need not have it:
 /// the checks above decode the file themselves).
+/// Blocks over 512 MiB are sampled too (a program's biggest, which a profile must show).
+#[test]
+fn huge_blocks_are_sampled() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    start();
+    let mut kept = Vec::new();
+    site_d(&mut kept);
+    let dir = std::env::temp_dir().join(format!("hakmem-heap-profile-huge-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let files = heap_profile::dump(dir.join("heap")).unwrap();
+    let profile = decode::decode(&std::fs::read(&files[0]).unwrap()).unwrap();
+    within(
+        "site D alloc_space",
+        sum_for(&profile.cumulative("alloc_space"), "site_d"),
+        2136 * MIB,
+    );
+    within(
+        "site D inuse_space",
+        sum_for(&profile.cumulative("inuse_space"), "site_d"),
+        1536 * MIB,
+    );
+    for (p, l) in kept {
+        // SAFETY: allocated with `l` and kept until now.
+        unsafe { dealloc(p, l) };
+    }
+    let held: u64 = heap_profile::snapshot()
+        .stacks
+        .iter()
+        .filter(|s| s.functions().any(|f| f.ends_with("site_d")))
+        .map(|s| s.inuse_bytes)
+        .sum();
+    assert_eq!(held, 0, "the freed huge blocks are no longer in use");
+    std::fs::remove_dir_all(&dir).ok();
+}
+
 fn maybe_go_pprof(path: &std::path::Path) {
     let Ok(o) = std::process::Command::new("go")
         .args(["tool", "pprof", "-top", "-sample_index=alloc_space"])
