@@ -103,8 +103,10 @@ impl Rule {
 /// Slots of the rule cache: two words each (64 KiB).
 const CACHE_SLOTS: usize = 4096;
 
-/// `[check, rule]` per slot; `check` is [`check`] of the address and the rule, so an
-/// entry torn by two threads writing the slot at once, or an empty one, never matches.
+/// `[check, rule]` per slot; `check` is [`check`] of the address, the rule and the
+/// [`generation`] it was computed in, so an entry torn by two threads writing the slot at
+/// once, an empty one, or one from before a library was loaded or unloaded never
+/// matches.
 static CACHE: [[AtomicU64; 2]; CACHE_SLOTS] =
     [const { [AtomicU64::new(0), AtomicU64::new(0)] }; CACHE_SLOTS];
 
@@ -112,20 +114,54 @@ fn slot(addr: u64) -> &'static [AtomicU64; 2] {
     &CACHE[(addr.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 52) as usize % CACHE_SLOTS]
 }
 
-fn check(addr: u64, rule: Rule) -> u64 {
-    addr ^ rule.0.wrapping_mul(0xFF51_AFD7_ED55_8CCD) ^ 1
+fn check(addr: u64, rule: Rule, generation: u64) -> u64 {
+    addr ^ rule.0.wrapping_mul(0xFF51_AFD7_ED55_8CCD)
+        ^ generation.wrapping_mul(0xC4CE_B9FE_1A85_EC53)
+        ^ 1
 }
 
-/// The rule of the frame executing at `addr`: from the cache, or computed and cached.
-fn rule_at(addr: u64) -> Rule {
+/// Which set of loaded objects the process has: the loader's counts of objects loaded
+/// and unloaded so far (`dlpi_adds`, `dlpi_subs`, which glibc and musl keep), folded into
+/// one number. After a `dlclose`, another object may be mapped where the closed one was,
+/// with other rules at the same addresses: a walk asks for the generation first, and
+/// cached rules of an earlier one no longer match.
+fn generation() -> u64 {
+    unsafe extern "C" fn first(
+        info: *mut libc::dl_phdr_info,
+        size: usize,
+        data: *mut c_void,
+    ) -> c_int {
+        let has_counts = size
+            >= core::mem::offset_of!(libc::dl_phdr_info, dlpi_subs)
+                + core::mem::size_of::<libc::c_ulonglong>();
+        if has_counts {
+            // SAFETY: `info` is the loader's record, `size` bytes long (which covers both
+            // counts), for this call; `data` is the `u64` below.
+            unsafe {
+                let info = &*info;
+                *data.cast::<u64>() = info.dlpi_adds ^ info.dlpi_subs.rotate_left(32);
+            }
+        }
+        1
+    }
+    let mut generation = 0u64;
+    // SAFETY: `first` only reads the record it is given and writes `generation`, which
+    // outlives the call; it stops the iteration at the first object.
+    unsafe { libc::dl_iterate_phdr(Some(first), (&mut generation as *mut u64).cast()) };
+    generation
+}
+
+/// The rule of the frame executing at `addr` in `generation`: from the cache, or
+/// computed and cached.
+fn rule_at(addr: u64, generation: u64) -> Rule {
     let s = slot(addr);
     let (k, r) = (s[0].load(Relaxed), Rule(s[1].load(Relaxed)));
-    if k == check(addr, r) {
+    if k == check(addr, r, generation) {
         return r;
     }
     let r = compute(addr);
     s[1].store(r.0, Relaxed);
-    s[0].store(check(addr, r), Relaxed);
+    s[0].store(check(addr, r, generation), Relaxed);
     r
 }
 
@@ -134,11 +170,12 @@ fn rule_at(addr: u64) -> Rule {
 /// first. `None` when a frame's rule is one this unwinder does not follow.
 pub fn walk(mut regs: Regs, out: &mut [u64]) -> Option<usize> {
     let mut len = 0;
+    let generation = generation();
     // The first frame executes at `ip`; the others after a call, so their rule is that
     // of the call instruction (the return address may start another function's range).
     let mut addr = regs.ip;
     while len < out.len() {
-        let rule = rule_at(addr);
+        let rule = rule_at(addr, generation);
         if rule == Rule::END {
             break;
         }
@@ -317,5 +354,25 @@ mod tests {
         assert_eq!(r.cfa_offset(), 1 << 20);
         assert_eq!(r.0 & (Rule::CFA_FROM_BP | Rule::BP_SAVED), 0);
         assert_eq!(Rule::new(false, 1 << 40, -8, None), Rule::UNSUPPORTED);
+    }
+
+    /// Loading and unloading a library changes the generation, so a rule cached before
+    /// no longer matches (libresolv: part of glibc, never loaded by a Rust program).
+    #[test]
+    fn dlopen_and_dlclose_invalidate_cached_rules() {
+        let here = Regs::here().ip;
+        let r = rule_at(here, generation());
+        let before = generation();
+        assert_eq!(before, generation(), "stable while nothing is loaded");
+        // SAFETY: loads a system library with no initializers that matter here.
+        let lib = unsafe { libc::dlopen(c"libresolv.so.2".as_ptr(), libc::RTLD_NOW) };
+        assert!(!lib.is_null());
+        let loaded = generation();
+        // SAFETY: the handle just opened, and nothing of the library is used.
+        assert_eq!(unsafe { libc::dlclose(lib) }, 0);
+        let unloaded = generation();
+        assert!(before != loaded && loaded != unloaded && before != unloaded);
+        assert_ne!(check(here, r, before), check(here, r, unloaded));
+        assert_eq!(rule_at(here, unloaded), r, "computed again, the same");
     }
 }
