@@ -20,7 +20,7 @@
 //!   class holds more than [`PURGE_BYTES`] of freed, still resident slots, in one batch
 //!   (so the system call is not paid on every free), and come back zeroed.
 //! - Metadata, beside the slots in mappings of their own: per slot, the requested size
-//!   and the stack id (one word), and per class a stack of free slot numbers.
+//!   and the caller's tag (one word), and per class a stack of free slot numbers.
 //!
 //! Nothing here allocates through an allocator, and one lock (`crate::lock::Lock`) guards the free lists
 //! (taken once per sample and once per free of a sampled block).
@@ -139,10 +139,13 @@ static ARENA: Lock<Arena> = Lock::new(Arena {
 });
 
 /// Per slot (`c * MAX_SLOTS + i`), then per unit of the huge area (a block's first unit
-/// standing for the block): `LIVE | size << 16 | stack` of its block while live, zero
+/// standing for the block): `LIVE | size << TAG_BITS | tag` of its block while live, zero
 /// while free (so a second free of a block is told apart).
 static META: AtomicUsize = AtomicUsize::new(0);
 const LIVE: u64 = 1 << 63;
+/// Bits of the tag a sampled block carries ([`set_tag`]); the requested size has the 39
+/// bits above them (up to 512 GiB, more than the arena holds).
+pub const TAG_BITS: u32 = 24;
 
 /// Reserve the arena and its metadata, once.
 pub fn init() -> io::Result<()> {
@@ -199,7 +202,7 @@ pub struct Block {
 }
 
 /// A slot for `size` bytes aligned to `align`, recorded as sampled at `stack` (see
-/// [`set_stack`]); `None` when the arena is not reserved, the class is full, or the
+/// [`set_tag`]); `None` when the arena is not reserved, the class is full, or the
 /// request is over 512 MiB and the huge area has no room for it.
 pub fn alloc(size: usize, align: usize) -> Option<Block> {
     let base = BASE.load(Relaxed);
@@ -226,7 +229,7 @@ pub fn alloc(size: usize, align: usize) -> Option<Block> {
             None
         }
     })?;
-    meta(c, i).store(LIVE | (size as u64) << 16, Relaxed);
+    meta(c, i).store(LIVE | (size as u64) << TAG_BITS, Relaxed);
     let ptr = (base + (c << REGION_SHIFT) + i * class_size(c)) as *mut u8;
     Some(Block { ptr, zero })
 }
@@ -250,7 +253,7 @@ fn alloc_huge(size: usize, align: usize) -> Option<Block> {
         Some(u)
     })?;
     let c = CLASSES + first;
-    meta(c, 0).store(LIVE | (size as u64) << 16, Relaxed);
+    meta(c, 0).store(LIVE | (size as u64) << TAG_BITS, Relaxed);
     let ptr = (BASE.load(Relaxed) + (c << REGION_SHIFT)) as *mut u8;
     // A freed huge block's pages were given back: its units read as zero.
     Some(Block { ptr, zero: true })
@@ -266,20 +269,23 @@ fn locate(p: *const u8) -> (usize, usize) {
     (c, (off & (REGION - 1)) / class_size(c))
 }
 
-/// Note the stack id of the live block `p` (from [`alloc`]).
-pub fn set_stack(p: *const u8, stack: u32) {
+/// Give the live block `p` (from [`alloc`]) its tag, [`TAG_BITS`] bits of the caller's.
+pub fn set_tag(p: *const u8, tag: u32) {
     let (c, i) = locate(p);
-    meta(c, i).fetch_or(stack as u64 & 0xffff, Relaxed);
+    meta(c, i).fetch_or(tag as u64 & ((1 << TAG_BITS) - 1), Relaxed);
 }
 
-/// `(requested size, stack id)` of the live block `p`.
+/// `(requested size, tag)` of the live block `p`.
 pub fn info(p: *const u8) -> (usize, u32) {
     let (c, i) = locate(p);
     unpack(meta(c, i).load(Relaxed))
 }
 
 fn unpack(m: u64) -> (usize, u32) {
-    (((m & !LIVE) >> 16) as usize, (m & 0xffff) as u32)
+    (
+        ((m & !LIVE) >> TAG_BITS) as usize,
+        (m & ((1 << TAG_BITS) - 1)) as u32,
+    )
 }
 
 /// The class and slot of `p`, a pointer into the arena, if it is the start of a slot
@@ -449,7 +455,7 @@ mod tests {
         init().unwrap();
         let b = alloc(1000, 16).unwrap();
         assert!(b.zero && contains(b.ptr));
-        set_stack(b.ptr, 7);
+        set_tag(b.ptr, 7);
         assert_eq!(info(b.ptr), (1000, 7));
         assert_eq!(usable_size(b.ptr), 1024);
         // SAFETY: the block holds 1000 bytes.
@@ -471,8 +477,8 @@ mod tests {
         let a = alloc(size, 16).unwrap();
         assert!(a.zero && contains(a.ptr));
         assert_eq!((a.ptr as usize - BASE.load(Relaxed)) % REGION, 0);
-        set_stack(a.ptr, 9);
-        assert_eq!(info(a.ptr), (size, 9));
+        set_tag(a.ptr, 0xab_cdef);
+        assert_eq!(info(a.ptr), (size, 0xab_cdef));
         assert_eq!(usable_size(a.ptr), size.next_multiple_of(PAGE));
         // SAFETY: the block holds `size` bytes: its last page is written.
         unsafe { a.ptr.add(size - 1).write(7) };
@@ -490,7 +496,7 @@ mod tests {
             0,
             "not a block's start"
         );
-        assert_eq!(free(a.ptr), (size, 9));
+        assert_eq!(free(a.ptr), (size, 0xab_cdef));
         assert_eq!(
             meta(locate(a.ptr).0, 0).load(Relaxed),
             0,

@@ -69,6 +69,14 @@ pub const DEFAULT_INTERVAL: usize = 512 * 1024;
 static RUNNING: AtomicBool = AtomicBool::new(false);
 /// The mean sampling interval in bytes.
 static INTERVAL: AtomicUsize = AtomicUsize::new(DEFAULT_INTERVAL);
+/// Every interval sampling has run with (0: an unused entry), and the index of the current
+/// one. A sampled block carries its interval's index beside its stack id (the arena's
+/// tag: 16 bits of stack, 8 of index), so that its free subtracts the weight it was
+/// added with, whatever the interval is by then. Past 256 distinct intervals the last
+/// entry is reused, and blocks sampled with the one it held are weighted with the new.
+static INTERVALS: [AtomicUsize; 256] = [const { AtomicUsize::new(0) }; 256];
+static INTERVAL_INDEX: AtomicUsize = AtomicUsize::new(0);
+const _: () = assert!(table::MAX_STACKS <= 1 << 16 && 16 + 8 <= arena::TAG_BITS);
 
 /// Options of [`start`].
 #[derive(Clone, Copy, Debug)]
@@ -92,9 +100,25 @@ pub fn start(options: Options) -> io::Result<()> {
     table::init()?;
     arena::init()?;
     register_fork_handlers();
-    INTERVAL.store(options.interval.max(1), Relaxed);
+    let interval = options.interval.max(1);
+    INTERVAL_INDEX.store(interval_index(interval), Relaxed);
+    INTERVAL.store(interval, Relaxed);
     RUNNING.store(true, Relaxed);
     Ok(())
+}
+
+/// The index of `interval` in [`INTERVALS`], entered there if it is new.
+fn interval_index(interval: usize) -> usize {
+    let last = INTERVALS.len() - 1;
+    for (i, e) in INTERVALS.iter().enumerate() {
+        match e.compare_exchange(0, interval, Relaxed, Relaxed) {
+            Ok(_) => return i,
+            Err(v) if v == interval => return i,
+            Err(_) => {}
+        }
+    }
+    INTERVALS[last].store(interval, Relaxed);
+    last
 }
 
 /// Stop sampling. What was recorded stays (for [`dump`], [`snapshot`]); frees of blocks
@@ -177,9 +201,9 @@ fn decide(size: usize) -> bool {
     RUNNING.load(Relaxed) && !is_busy()
 }
 
-/// The probability that an allocation of `size` bytes is sampled.
-fn sample_probability(size: usize) -> f64 {
-    let p = -(-(size.max(1) as f64) / interval() as f64).exp_m1();
+/// The probability that an allocation of `size` bytes is sampled at `interval`.
+fn sample_probability(size: usize, interval: usize) -> f64 {
+    let p = -(-(size.max(1) as f64) / interval.max(1) as f64).exp_m1();
     p.max(f64::MIN_POSITIVE)
 }
 
@@ -237,9 +261,10 @@ fn alloc_sampled(size: usize, align: usize, zeroed: bool) -> *mut u8 {
     }
     let mut frames = unwind::Frames::new();
     frames.capture();
-    let w = 1.0 / sample_probability(size);
+    let index = INTERVAL_INDEX.load(Relaxed);
+    let w = 1.0 / sample_probability(size, INTERVALS[index].load(Relaxed));
     let stack = table::record_alloc(frames.as_slice(), w, size as f64 * w);
-    arena::set_stack(block.ptr, stack);
+    arena::set_tag(block.ptr, stack | (index as u32) << 16);
     block.ptr
 }
 
@@ -283,9 +308,10 @@ pub unsafe fn free_if_sampled(p: *mut u8) -> bool {
 #[cold]
 #[inline(never)]
 pub unsafe fn free_sampled(p: *mut u8) {
-    let (size, stack) = arena::free(p);
-    let w = 1.0 / sample_probability(size);
-    table::record_free(stack, w, size as f64 * w);
+    let (size, tag) = arena::free(p);
+    let interval = INTERVALS[(tag >> 16) as usize & 0xff].load(Relaxed);
+    let w = 1.0 / sample_probability(size, interval);
+    table::record_free(tag & 0xffff, w, size as f64 * w);
 }
 
 /// The bytes usable at a sampled block (its size class, for the block's whole life).

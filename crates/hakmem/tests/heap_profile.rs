@@ -241,6 +241,70 @@ fn huge_blocks_are_sampled() {
     std::fs::remove_dir_all(&dir).ok();
 }
 
+/// Site E: 8 MiB in 1 KiB blocks, all kept until the caller frees them.
+#[inline(never)]
+fn site_e() -> Vec<(*mut u8, Layout)> {
+    let l = Layout::from_size_align(KIB, 8).unwrap();
+    (0..8 * KIB)
+        .map(|_| {
+            // SAFETY: a non-zero size.
+            let p = unsafe { alloc(l) };
+            assert!(!p.is_null());
+            (p, l)
+        })
+        .collect()
+}
+
+/// A block freed after the interval changed gives back the weight it was sampled with:
+/// site E's blocks, sampled every 16 KiB, half of them freed while sampling every 1 MiB.
+/// Each live sample of a 1 KiB block stands for `1024 / p` bytes, `p = 1 - e^(-1/16)`,
+/// before and after; weighed at the new interval, each free would remove 64 times what
+/// its sample added.
+#[test]
+fn interval_change_keeps_in_use_figures() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    start();
+    let kept = site_e();
+    let held = || -> (u64, u64) {
+        let snap = heap_profile::snapshot();
+        let mine = snap
+            .stacks
+            .iter()
+            .filter(|s| s.functions().any(|f| f.ends_with("site_e")));
+        let bytes = mine.clone().map(|s| s.inuse_bytes).sum();
+        (bytes, mine.map(|s| s.live_samples).sum())
+    };
+    let per_sample = KIB as f64 / -(-1.0f64 / 16.0).exp_m1();
+    let agrees = |(bytes, samples): (u64, u64)| {
+        let want = samples as f64 * per_sample;
+        assert!(
+            (bytes as f64 - want).abs() <= want * 0.01,
+            "{bytes} bytes in use for {samples} live samples, want {want:.0}"
+        );
+    };
+    let before = held();
+    assert!(before.1 > 100, "site E was sampled: {before:?}");
+    agrees(before);
+    heap_profile::start(Options { interval: MIB }).unwrap();
+    let mut rest = Vec::new();
+    for (i, (p, l)) in kept.into_iter().enumerate() {
+        if i % 2 == 0 {
+            // SAFETY: allocated with `l` and kept until now.
+            unsafe { dealloc(p, l) };
+        } else {
+            rest.push((p, l));
+        }
+    }
+    let after = held();
+    assert!(after.1 > 0 && after.1 < before.1, "{before:?} -> {after:?}");
+    agrees(after);
+    start();
+    for (p, l) in rest {
+        // SAFETY: allocated with `l` and kept until now.
+        unsafe { dealloc(p, l) };
+    }
+}
+
 fn maybe_go_pprof(path: &std::path::Path) {
     let Ok(o) = std::process::Command::new("go")
         .args(["tool", "pprof", "-top", "-sample_index=alloc_space"])
