@@ -15,8 +15,7 @@
 //! | checked switch | [`Core`]`<CHECKED>` / [`Checked`]: the same entry points with the checks of checked mode on |
 //! | misuse | [`report_misuse`], [`Misuse`], [`NotFreed`]; [`write_stderr`], [`abort`] (never allocate) |
 //! | thread-exit and `fork` hooks | registered by the core itself at its first slow path, or now with [`init`] |
-//! | for the heap profiler | [`sample_count_down`], [`set_sample_countdown`] (its per-thread countdown, in the thread cache's slot) |
-//! | a lock that never allocates | [`SpinLock`] |
+//! | for the heap profiler | [`sample_count_down`], [`set_sample_countdown`] (its per-thread countdown, in the thread cache's slot); [`SpinLock`] (a lock that never allocates) |
 //!
 //! Layers, lowest first; a module uses only its own layer and those before it, with no
 //! cycle (written once more in `tests/layers.rs`, which checks the sources, and in
