@@ -266,7 +266,8 @@ fn locate(p: *const u8) -> (usize, usize) {
     if c >= CLASSES {
         return (c, 0);
     }
-    (c, (off & (REGION - 1)) / class_size(c))
+    let (at, size) = in_region(off, c);
+    (c, (at / size) as usize)
 }
 
 /// Give the live block `p` (from [`alloc`]) its tag, [`TAG_BITS`] bits of the caller's.
@@ -288,6 +289,13 @@ fn unpack(m: u64) -> (usize, u32) {
     )
 }
 
+/// The offset of arena offset `off` inside its region, and the size of class `c`, both
+/// as `u32` (a region is 512 MiB): a 32-bit division is several times quicker than a
+/// 64-bit one, and each free of a sampled block divides twice.
+fn in_region(off: usize, c: usize) -> (u32, u32) {
+    ((off & (REGION - 1)) as u32, class_size(c) as u32)
+}
+
 /// The class and slot of `p`, a pointer into the arena, if it is the start of a slot
 /// handed out (live or freed) or of a huge unit; `None` for any other address of the
 /// arena.
@@ -297,10 +305,11 @@ fn slot_of(p: *const u8) -> Option<(usize, usize)> {
     if c >= CLASSES {
         return (c < CLASSES + HUGE_UNITS && off & (REGION - 1) == 0).then_some((c, 0));
     }
-    if (off & (REGION - 1)) % class_size(c) != 0 {
+    let (at, size) = in_region(off, c);
+    if at % size != 0 {
         return None;
     }
-    let i = (off & (REGION - 1)) / class_size(c);
+    let i = (at / size) as usize;
     (i < slots(c)).then_some((c, i))
 }
 

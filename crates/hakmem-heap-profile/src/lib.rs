@@ -217,8 +217,8 @@ fn one_minus_exp_neg(x: f64) -> f64 {
         // x - x^2/2! + x^3/3! - ...: the terms fall by x/k, so 20 of them leave an error
         // under 0.5^21/21!, far below the last place; no cancellation against 1.
         let (mut term, mut sum) = (x, x);
-        for k in 2..=20 {
-            term *= -x / k as f64;
+        for inv in &INVERSES[2..=20] {
+            term *= -x * inv;
             sum += term;
         }
         return sum;
@@ -231,12 +231,24 @@ fn one_minus_exp_neg(x: f64) -> f64 {
     let k = (x * core::f64::consts::LOG2_E) as u64;
     let r = x - k as f64 * core::f64::consts::LN_2;
     let (mut term, mut e) = (1.0f64, 1.0f64);
-    for i in 1..=22 {
-        term *= -r / i as f64;
+    for inv in &INVERSES[1..=22] {
+        term *= -r * inv;
         e += term;
     }
     1.0 - e * f64::from_bits((1023 - k) << 52)
 }
+
+/// `1 / k` for `k` in `0..=22` (entry 0 unused): the series above multiply, since a
+/// division costs several times a multiplication.
+const INVERSES: [f64; 23] = {
+    let mut t = [0.0; 23];
+    let mut k = 1;
+    while k < 23 {
+        t[k] = 1.0 / k as f64;
+        k += 1;
+    }
+    t
+};
 
 /// Marks the thread busy for the guard's life (re-entrant).
 pub struct Busy(bool);
