@@ -37,7 +37,7 @@ pub fn build(
     baseline_rev: Option<&str>,
 ) -> Result<Built> {
     let rust_bins = workload_programs(paths)?;
-    let wanted = |a: Allocator| want_c && allocators.contains(&a);
+    let wanted = |a: Allocator| want_c && allocators.iter().any(|b| b.program() == a);
     fn not_selected<T>() -> Result<T, String> {
         Err("no C workload selected".to_string())
     }

@@ -45,7 +45,9 @@ pub struct BenchArgs {
     #[arg(long, default_value_t = 300)]
     timeout: u64,
     /// hakmem's memory profile in every run (sets HAKMEM_PROFILE for the children; without
-    /// it they get the environment's HAKMEM_PROFILE, if any).
+    /// it they get the environment's HAKMEM_PROFILE, if any). The rows `hakmem-balanced`
+    /// and `hakmem-lean` (`--allocator hakmem,hakmem-balanced,hakmem-lean`) run in their
+    /// own profile whatever this says.
     #[arg(long, value_enum)]
     profile: Option<Profile>,
     /// Put the run's table, with the commit, time and machine, between the

@@ -45,11 +45,14 @@ pub fn build(paths: &Paths, allocators: &[Allocator]) -> Result<MuslBins, String
     let base = ["--target", TARGET, "--no-default-features"];
     cargo_build_with(paths, "hakmem-benches", &base)
         .map_err(|e| format!("building the musl workloads: {e:#}"))?;
-    let program = |a: Allocator| dir.join(format!("bench-{}", a.name()));
+    let program = |a: Allocator| dir.join(format!("bench-{}", a.program().name()));
     let mut programs = Vec::new();
     for &a in allocators {
         let result = match a {
-            Allocator::Hakmem | Allocator::System => Ok(program(a)),
+            Allocator::Hakmem
+            | Allocator::HakmemBalanced
+            | Allocator::HakmemLean
+            | Allocator::System => Ok(program(a)),
             Allocator::Mimalloc => {
                 let extra = [
                     &base[..],

@@ -49,7 +49,12 @@ pub fn plan(args: &BenchArgs, allocators: &[Allocator], built: &Built) -> Result
     let scale = scale(args.ops, &rust)?;
     let rust_setup = |a: Allocator| match (a, &built.baseline) {
         (Allocator::Baseline, Some(b)) => Ok((b.rust_program.clone(), None)),
-        _ => Ok((built.rust_bins.join(format!("bench-{}", a.name())), None)),
+        _ => Ok((
+            built
+                .rust_bins
+                .join(format!("bench-{}", a.program().name())),
+            None,
+        )),
     };
     // The allocators with only a C library have no row in the Rust workloads.
     let rust_allocators: Vec<Allocator> = allocators

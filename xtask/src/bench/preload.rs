@@ -19,7 +19,7 @@ pub fn preload(
     built: &Built,
     c_program: &Path,
 ) -> Result<Option<PathBuf>, String> {
-    let lib = match allocator {
+    let lib = match allocator.program() {
         Allocator::System => return Ok(None),
         Allocator::Hakmem => built
             .libhakmem
@@ -38,6 +38,7 @@ pub fn preload(
             .as_ref()
             .map(|b| b.lib.clone())
             .ok_or("no --baseline given")?,
+        Allocator::HakmemBalanced | Allocator::HakmemLean => unreachable!("program() is hakmem"),
     };
     check_interposes(c_program, &lib)?;
     Ok(Some(lib))

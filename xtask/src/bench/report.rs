@@ -28,6 +28,10 @@ pub fn print_table(summaries: &[Summary], notes: &[String]) {
     println!("\n{}", table(summaries));
     println!("hakmem's median time / the best allocator's, per workload:");
     println!("{}", hakmem_vs_best(summaries));
+    if summaries.iter().any(|s| s.allocator.profile().is_some()) {
+        println!("hakmem's median time in a profile / in fast (the `hakmem` row), per workload:");
+        println!("{}", profiles_vs_fast(summaries));
+    }
     if summaries.iter().any(|s| s.allocator == Allocator::Baseline) {
         println!("hakmem's median time / the baseline's (hakmem at --baseline), per workload:");
         println!("{}", hakmem_vs_baseline(summaries));
@@ -76,6 +80,37 @@ pub fn hakmem_vs_best(summaries: &[Summary]) -> String {
             workload[0].workload.clone(),
             format!("{:.2}x", hakmem.time_vs_best),
             best.allocator.name().to_string(),
+        ]);
+    }
+    align(&rows, 1)
+}
+
+/// Per workload, the median time of each profile row (`hakmem-balanced`, `hakmem-lean`)
+/// over the `hakmem` row's, measured in the same interleaved run.
+pub fn profiles_vs_fast(summaries: &[Summary]) -> String {
+    const PROFILES: [Allocator; 2] = [Allocator::HakmemBalanced, Allocator::HakmemLean];
+    let mut rows = vec![[
+        "workload".to_string(),
+        format!("{} / hakmem", PROFILES[0].name()),
+        format!("{} / hakmem", PROFILES[1].name()),
+    ]];
+    let secs = |w: &[Summary], a: Allocator| {
+        w.iter()
+            .find(|s| s.allocator == a)
+            .and_then(|s| s.stats.as_ref())
+            .map(|st| st.median_secs)
+    };
+    for workload in summaries.chunk_by(|a, b| a.workload == b.workload) {
+        let Some(fast) = secs(workload, Allocator::Hakmem) else {
+            continue;
+        };
+        let ratio = |p: Allocator| {
+            secs(workload, p).map_or("-".to_string(), |t| format!("{:.2}x", t / fast.max(1e-9)))
+        };
+        rows.push([
+            workload[0].workload.clone(),
+            ratio(PROFILES[0]),
+            ratio(PROFILES[1]),
         ]);
     }
     align(&rows, 1)

@@ -68,6 +68,7 @@ pub fn run_all(plan: &Plan, runs: usize, timeout: Duration, profile: Option<Prof
                     workload.name
                 ));
                 let outcome = &mut outcomes[w][t];
+                let profile = workload.targets[t].allocator.profile().or(profile);
                 match run_once(invocation, timeout, profile) {
                     Ok(sample) => outcome.samples.push(sample),
                     Err(e) => {

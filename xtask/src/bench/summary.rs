@@ -77,12 +77,12 @@ fn set_ratios(workload: &mut [Summary]) {
     }
 }
 
-/// The allocator with the lowest median time among the summaries of one workload (the
-/// baseline, hakmem at another revision, is not a competitor).
+/// The allocator with the lowest median time among the summaries of one workload (hakmem
+/// at another revision or in another profile is not a competitor).
 pub fn best(workload: &[Summary]) -> Option<&Summary> {
     workload
         .iter()
-        .filter(|s| s.stats.is_some() && s.allocator != Allocator::Baseline)
+        .filter(|s| s.stats.is_some() && s.allocator.is_competitor())
         .min_by(|a, b| {
             let secs = |s: &Summary| s.stats.as_ref().map_or(f64::INFINITY, |st| st.median_secs);
             secs(a).total_cmp(&secs(b))

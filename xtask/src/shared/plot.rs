@@ -21,6 +21,8 @@ pub fn color(a: Allocator, profile: Option<Profile>) -> RGBColor {
         (Allocator::Tcmalloc, _) => RGBColor(140, 86, 75),
         (Allocator::System, _) => RGBColor(140, 140, 140),
         (Allocator::Baseline, _) => RGBColor(247, 182, 210),
+        (Allocator::HakmemBalanced, _) => color(Allocator::Hakmem, Some(Profile::Balanced)),
+        (Allocator::HakmemLean, _) => color(Allocator::Hakmem, Some(Profile::Lean)),
     }
 }
 
