@@ -241,18 +241,17 @@ fn huge_blocks_are_sampled() {
     std::fs::remove_dir_all(&dir).ok();
 }
 
-/// Site E: 8 MiB in 1 KiB blocks, all kept until the caller frees them.
+/// Site E: 8 MiB in 1 KiB blocks, all kept (in `kept`, allocated by the caller, so that
+/// site E's stacks hold 1 KiB blocks only) until the caller frees them.
 #[inline(never)]
-fn site_e() -> Vec<(*mut u8, Layout)> {
+fn site_e(kept: &mut Vec<(*mut u8, Layout)>) {
     let l = Layout::from_size_align(KIB, 8).unwrap();
-    (0..8 * KIB)
-        .map(|_| {
-            // SAFETY: a non-zero size.
-            let p = unsafe { alloc(l) };
-            assert!(!p.is_null());
-            (p, l)
-        })
-        .collect()
+    for _ in 0..8 * KIB {
+        // SAFETY: a non-zero size.
+        let p = unsafe { alloc(l) };
+        assert!(!p.is_null());
+        kept.push((p, l));
+    }
 }
 
 /// A block freed after the interval changed gives back the weight it was sampled with:
@@ -264,7 +263,8 @@ fn site_e() -> Vec<(*mut u8, Layout)> {
 fn interval_change_keeps_in_use_figures() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     start();
-    let kept = site_e();
+    let mut kept = Vec::with_capacity(8 * KIB);
+    site_e(&mut kept);
     let held = || -> (u64, u64) {
         let snap = heap_profile::snapshot();
         let mine = snap
