@@ -145,9 +145,11 @@ fn generation() -> u64 {
         1
     }
     let mut generation = 0u64;
-    // SAFETY: `first` only reads the record it is given and writes `generation`, which
-    // outlives the call; it stops the iteration at the first object.
-    unsafe { libc::dl_iterate_phdr(Some(first), (&mut generation as *mut u64).cast()) };
+    crate::unwind::LOADER.with(|()| {
+        // SAFETY: `first` only reads the record it is given and writes `generation`,
+        // which outlives the call; it stops the iteration at the first object.
+        unsafe { libc::dl_iterate_phdr(Some(first), (&mut generation as *mut u64).cast()) };
+    });
     generation
 }
 
@@ -237,8 +239,11 @@ struct Search {
 #[inline(never)]
 fn compute(addr: u64) -> Rule {
     let mut search = Search { addr, rule: None };
-    // SAFETY: `search` outlives the call; the callback reads only what the loader passes.
-    unsafe { libc::dl_iterate_phdr(Some(visit), (&mut search as *mut Search).cast()) };
+    crate::unwind::LOADER.with(|()| {
+        // SAFETY: `search` outlives the call; the callback reads only what the loader
+        // passes.
+        unsafe { libc::dl_iterate_phdr(Some(visit), (&mut search as *mut Search).cast()) };
+    });
     search.rule.unwrap_or(Rule::END)
 }
 

@@ -380,18 +380,24 @@ fn register_fork_handlers() {
     if DONE.swap(true, Relaxed) {
         return;
     }
+    // No code holds one of these locks while taking another, so any order is free of
+    // deadlock.
     extern "C" fn prepare() {
+        unwind::LOADER.hold();
         table::lock_for_fork();
         arena::hold_for_fork();
     }
     extern "C" fn release() {
-        // SAFETY: `prepare` took both locks in this thread (or its parent copy).
+        // SAFETY: `prepare` took the three locks in this thread (or its parent copy),
+        // and holds no reference into what they guard.
         unsafe {
             arena::release_after_fork();
             table::unlock_after_fork();
+            unwind::LOADER.release();
         }
     }
-    // SAFETY: the handlers only take and release the table's and the arena's locks.
+    // SAFETY: the handlers only take and release the loader guard's, the table's and the
+    // arena's locks.
     unsafe { libc::pthread_atfork(Some(prepare), Some(release), Some(release)) };
 }
 

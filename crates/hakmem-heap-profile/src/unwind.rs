@@ -10,6 +10,13 @@
 
 use core::ffi::{c_int, c_void};
 
+/// Held around every call of the profiler's that takes the dynamic loader's lock
+/// (`dl_iterate_phdr`, libgcc's unwinder, which calls it), and by the fork handlers
+/// (`crate::register_fork_handlers`): so no thread of ours is inside the loader when
+/// another thread forks. glibc does not reset that lock in a child, and a child forked
+/// while a sampling thread held it waited for it forever at its own first sample.
+pub static LOADER: crate::lock::Lock<()> = crate::lock::Lock::new(());
+
 /// Deepest stack kept (innermost frames first); deeper stacks are cut at the root end.
 pub const MAX_DEPTH: usize = 128;
 
@@ -82,8 +89,13 @@ impl Frames {
                 URC_NO_REASON
             }
         }
+        // Held and released around the call, not through a closure: a frame more here
+        // would be reported as the caller's.
+        LOADER.hold();
         // SAFETY: `step` matches the callback type; `self` outlives the call.
         unsafe { _Unwind_Backtrace(step, (self as *mut Frames).cast()) };
+        // SAFETY: held just above, by this thread, and no reference into its `()` lives.
+        unsafe { LOADER.release() };
         // The first frame is `capture` itself.
         if self.len > 0 {
             self.ips.copy_within(1..self.len, 0);
