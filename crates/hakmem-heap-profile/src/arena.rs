@@ -38,9 +38,9 @@ const REGION: usize = 1 << REGION_SHIFT;
 /// Size classes, region `c` holding class `c`.
 const CLASSES: usize = 45;
 /// Units of [`REGION`] bytes in the huge area (regions `CLASSES..`), for blocks over
-/// 512 MiB; at most 64 (one bit each in [`Huge::used`]).
+/// 512 MiB; fewer than 64 (one bit each in [`Huge::used`]).
 const HUGE_UNITS: usize = 35;
-const _: () = assert!(HUGE_UNITS <= 64);
+const _: () = assert!(HUGE_UNITS < 64);
 /// Most live sampled blocks per class; a sample over that is not taken.
 const MAX_SLOTS: usize = 1 << 18;
 /// Freed, resident bytes a class of whole-page slots keeps before giving them back.
@@ -244,7 +244,7 @@ fn alloc_huge(size: usize, align: usize) -> Option<Block> {
     if n > HUGE_UNITS {
         return None;
     }
-    let run = if n == 64 { u64::MAX } else { (1u64 << n) - 1 };
+    let run = units(n);
     let first = ARENA.with(|a| {
         let h = &mut a.huge;
         let u = (0..=HUGE_UNITS - n).find(|&u| h.used & run << u == 0)?;
@@ -378,6 +378,11 @@ pub fn free(p: *const u8) -> (usize, u32) {
     info
 }
 
+/// The mask of `n` units (`n < 64`: at most [`HUGE_UNITS`]) from unit 0 of [`Huge::used`].
+fn units(n: usize) -> u64 {
+    (1u64 << n) - 1
+}
+
 /// Give the huge block at `p` (starting at unit `u`, `size` bytes requested) back: its
 /// written pages (at most `size` rounded up to a page) to the kernel, then its units.
 fn free_huge(p: *const u8, u: usize, size: usize) {
@@ -393,7 +398,7 @@ fn free_huge(p: *const u8, u: usize, size: usize) {
     ARENA.with(|a| {
         let h = &mut a.huge;
         let n = h.units[u] as usize;
-        let run = if n == 64 { u64::MAX } else { (1u64 << n) - 1 };
+        let run = units(n);
         h.used &= !(run << u);
         h.units[u] = 0;
     });

@@ -67,11 +67,10 @@ pub const DEFAULT_INTERVAL: usize = 512 * 1024;
 
 /// Whether allocations are being sampled.
 static RUNNING: AtomicBool = AtomicBool::new(false);
-/// The mean sampling interval in bytes.
-static INTERVAL: AtomicUsize = AtomicUsize::new(DEFAULT_INTERVAL);
 /// Every interval sampling has run with (0: an unused entry), and the index of the current
-/// one. A sampled block carries its interval's index beside its stack id (the arena's
-/// tag: 16 bits of stack, 8 of index), so that its free subtracts the weight it was
+/// one (the mean sampling interval is `INTERVALS[INTERVAL_INDEX]`, [`DEFAULT_INTERVAL`]
+/// before the first [`start`]). A sampled block carries its interval's index beside its
+/// stack id ([`tag`]), so that its free subtracts the weight it was
 /// added with, whatever the interval is by then. Past 256 distinct intervals the last
 /// entry is reused, and blocks sampled with the one it held are weighted with the new.
 static INTERVALS: [AtomicUsize; 256] = [const { AtomicUsize::new(0) }; 256];
@@ -102,9 +101,18 @@ pub fn start(options: Options) -> io::Result<()> {
     register_fork_handlers();
     let interval = options.interval.max(1);
     INTERVAL_INDEX.store(interval_index(interval), Relaxed);
-    INTERVAL.store(interval, Relaxed);
     RUNNING.store(true, Relaxed);
     Ok(())
+}
+
+/// A sampled block's arena tag: its stack id (16 bits) and its interval's index (8).
+fn tag(stack: u32, index: usize) -> u32 {
+    stack | (index as u32) << 16
+}
+
+/// The stack id and interval index of a [`tag`].
+fn untag(tag: u32) -> (u32, usize) {
+    (tag & 0xffff, (tag >> 16) as usize & 0xff)
 }
 
 /// The index of `interval` in [`INTERVALS`], entered there if it is new.
@@ -134,7 +142,10 @@ pub fn is_running() -> bool {
 
 /// The mean sampling interval in bytes.
 pub fn interval() -> usize {
-    INTERVAL.load(Relaxed)
+    match INTERVALS[INTERVAL_INDEX.load(Relaxed)].load(Relaxed) {
+        0 => DEFAULT_INTERVAL,
+        i => i,
+    }
 }
 
 /// A random 64-bit secret with its top bit set (never zero).
@@ -179,7 +190,7 @@ fn next_random() -> u64 {
 fn draw_interval() -> isize {
     // Uniform in (0, 1]: never zero, so the logarithm is finite.
     let u = ((next_random() >> 11) + 1) as f64 / (1u64 << 53) as f64;
-    let bytes = -u.ln() * INTERVAL.load(Relaxed) as f64;
+    let bytes = -u.ln() * interval() as f64;
     bytes.min((isize::MAX / 2) as f64) as isize
 }
 
@@ -307,7 +318,7 @@ fn alloc_sampled(size: usize, align: usize, zeroed: bool) -> *mut u8 {
     let index = INTERVAL_INDEX.load(Relaxed);
     let w = 1.0 / sample_probability(size, INTERVALS[index].load(Relaxed));
     let stack = table::record_alloc(frames.as_slice(), w, size as f64 * w);
-    arena::set_tag(block.ptr, stack | (index as u32) << 16);
+    arena::set_tag(block.ptr, tag(stack, index));
     block.ptr
 }
 
@@ -352,9 +363,9 @@ pub unsafe fn free_if_sampled(p: *mut u8) -> bool {
 #[inline(never)]
 pub unsafe fn free_sampled(p: *mut u8) {
     let (size, tag) = arena::free(p);
-    let interval = INTERVALS[(tag >> 16) as usize & 0xff].load(Relaxed);
-    let w = 1.0 / sample_probability(size, interval);
-    table::record_free(tag & 0xffff, w, size as f64 * w);
+    let (stack, index) = untag(tag);
+    let w = 1.0 / sample_probability(size, INTERVALS[index].load(Relaxed));
+    table::record_free(stack, w, size as f64 * w);
 }
 
 /// The bytes usable at a sampled block (its size class, for the block's whole life).
