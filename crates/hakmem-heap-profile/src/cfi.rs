@@ -18,6 +18,7 @@
 //! context lives on the stack ([`Fixed`]), the cache is a static array.
 
 use core::ffi::{c_int, c_void};
+use core::mem::MaybeUninit;
 use core::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use gimli::{
     BaseAddresses, CfaRule, EhFrame, EhFrameHdr, NativeEndian, Pointer, RegisterRule,
@@ -169,8 +170,8 @@ fn rule_at(addr: u64, generation: u64) -> Rule {
 
 /// Walk the stack from `regs` (the registers of the calling function, at the point
 /// `regs.ip`), writing the return addresses of the frames above it to `out`, innermost
-/// first. `None` when a frame's rule is one this unwinder does not follow.
-pub fn walk(mut regs: Regs, out: &mut [u64]) -> Option<usize> {
+/// first: `out[..n]` written when it returns `Some(n)`. `None` when a frame's rule is one this unwinder does not follow.
+pub fn walk(mut regs: Regs, out: &mut [MaybeUninit<u64>]) -> Option<usize> {
     let mut len = 0;
     let generation = generation();
     // The first frame executes at `ip`; the others after a call, so their rule is that
@@ -210,7 +211,7 @@ pub fn walk(mut regs: Regs, out: &mut [u64]) -> Option<usize> {
         if regs.ip == 0 {
             break;
         }
-        out[len] = regs.ip;
+        out[len].write(regs.ip);
         len += 1;
         addr = regs.ip - 1;
     }

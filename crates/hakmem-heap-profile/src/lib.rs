@@ -48,6 +48,7 @@ mod flame;
 #[cfg(target_arch = "x86_64")]
 mod free_asm;
 mod lock;
+mod math;
 mod mem;
 mod pprof;
 mod symbols;
@@ -213,53 +214,11 @@ fn decide(size: usize) -> bool {
 }
 
 /// The probability that an allocation of `size` bytes is sampled at `interval`:
-/// `1 - e^(-size / interval)`, in plain arithmetic ([`one_minus_exp_neg`]).
+/// `1 - e^(-size / interval)`, in plain arithmetic ([`math::one_minus_exp_neg`]).
 fn sample_probability(size: usize, interval: usize) -> f64 {
-    let p = one_minus_exp_neg(size.max(1) as f64 / interval.max(1) as f64);
+    let p = math::one_minus_exp_neg(size.max(1) as f64 / interval.max(1) as f64);
     p.max(f64::MIN_POSITIVE)
 }
-
-/// `1 - e^(-x)` for `x >= 0` with additions, multiplications and divisions only: no
-/// libm call (whose `expm1` is an FMA routine, VEX-encoded), because the free of a sampled
-/// block computes it where the caller's vector registers are kept only in their SSE
-/// halves (`free_asm.rs`). Within a few units in the last place of libm's (a test).
-fn one_minus_exp_neg(x: f64) -> f64 {
-    if x < 0.5 {
-        // x - x^2/2! + x^3/3! - ...: the terms fall by x/k, so 20 of them leave an error
-        // under 0.5^21/21!, far below the last place; no cancellation against 1.
-        let (mut term, mut sum) = (x, x);
-        for inv in &INVERSES[2..=20] {
-            term *= -x * inv;
-            sum += term;
-        }
-        return sum;
-    }
-    if x > 40.0 {
-        // e^(-40) is below half an ulp of 1.
-        return 1.0;
-    }
-    // e^(-x) = 2^(-k) e^(-r), k = x / ln 2 rounded down, 0 <= r < ln 2.
-    let k = (x * core::f64::consts::LOG2_E) as u64;
-    let r = x - k as f64 * core::f64::consts::LN_2;
-    let (mut term, mut e) = (1.0f64, 1.0f64);
-    for inv in &INVERSES[1..=22] {
-        term *= -r * inv;
-        e += term;
-    }
-    1.0 - e * f64::from_bits((1023 - k) << 52)
-}
-
-/// `1 / k` for `k` in `0..=22` (entry 0 unused): the series above multiply, since a
-/// division costs several times a multiplication.
-const INVERSES: [f64; 23] = {
-    let mut t = [0.0; 23];
-    let mut k = 1;
-    while k < 23 {
-        t[k] = 1.0 / k as f64;
-        k += 1;
-    }
-    t
-};
 
 /// Marks the thread busy for the guard's life (re-entrant).
 pub struct Busy(bool);
@@ -487,21 +446,4 @@ pub fn dump(prefix: impl AsRef<Path>) -> io::Result<[PathBuf; 4]> {
 /// afterwards then count negative in-use; meant for tests and benchmarks between phases.
 pub fn reset() {
     table::reset();
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn one_minus_exp_neg_agrees_with_libm() {
-        let mut x = 1e-9;
-        while x < 60.0 {
-            let (ours, libm) = (super::one_minus_exp_neg(x), -(-x).exp_m1());
-            assert!(
-                (ours - libm).abs() <= 4.0 * f64::EPSILON * libm,
-                "x = {x}: {ours} against {libm}"
-            );
-            x *= 1.01;
-        }
-        assert_eq!(super::one_minus_exp_neg(0.0), 0.0);
-    }
 }

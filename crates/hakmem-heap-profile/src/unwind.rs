@@ -9,6 +9,7 @@
 //! The return addresses go to a fixed array on the caller's stack: nothing is allocated.
 
 use core::ffi::{c_int, c_void};
+use core::mem::MaybeUninit;
 
 /// Held around every call of the profiler's that takes the dynamic loader's lock
 /// (`dl_iterate_phdr`, libgcc's unwinder, which calls it), and by the fork handlers
@@ -35,9 +36,10 @@ extern "C" {
     fn _Unwind_GetIP(ctx: *mut UnwindContext) -> usize;
 }
 
-/// Return addresses of a stack, innermost first.
+/// Return addresses of a stack, innermost first: `ips[..len]` written, the rest not
+/// (a sample does not pay for clearing 1 KiB it mostly does not use).
 pub struct Frames {
-    ips: [u64; MAX_DEPTH],
+    ips: [MaybeUninit<u64>; MAX_DEPTH],
     len: usize,
 }
 
@@ -50,7 +52,7 @@ impl Default for Frames {
 impl Frames {
     pub const fn new() -> Self {
         Frames {
-            ips: [0; MAX_DEPTH],
+            ips: [const { MaybeUninit::uninit() }; MAX_DEPTH],
             len: 0,
         }
     }
@@ -81,7 +83,7 @@ impl Frames {
             if ip == 0 {
                 return URC_END_OF_STACK;
             }
-            frames.ips[frames.len] = ip;
+            frames.ips[frames.len].write(ip);
             frames.len += 1;
             if frames.len == MAX_DEPTH {
                 URC_END_OF_STACK
@@ -104,7 +106,9 @@ impl Frames {
     }
 
     pub fn as_slice(&self) -> &[u64] {
-        &self.ips[..self.len]
+        // SAFETY: `ips[..len]` are written (the type's invariant); `MaybeUninit<u64>`
+        // has the layout of `u64`.
+        unsafe { core::slice::from_raw_parts(self.ips.as_ptr().cast(), self.len) }
     }
 }
 
@@ -136,7 +140,7 @@ mod tests {
             let (mut ours, mut theirs) = (Frames::new(), Frames::new());
             let mut followed = None;
             nest(6, &mut || {
-                let mut ips = [0u64; super::MAX_DEPTH];
+                let mut ips = [core::mem::MaybeUninit::uninit(); super::MAX_DEPTH];
                 followed = crate::cfi::walk(crate::cfi::Regs::here(), &mut ips);
                 ours.capture();
                 libgcc(&mut theirs);
