@@ -19,11 +19,14 @@
 //!   of whole pages (8 KiB and up) are given back with `madvise(MADV_DONTNEED)` once a
 //!   class holds more than [`PURGE_BYTES`] of freed, still resident slots, in one batch
 //!   (so the system call is not paid on every free), and come back zeroed.
-//! - Metadata, beside the slots in mappings of their own: per slot, the requested size
-//!   and the caller's tag (one word), and per class a stack of free slot numbers.
+//! - Metadata, beside the slots in a mapping of its own: one word per slot ([`META`]),
+//!   the requested size and the caller's tag while the slot is live, the link of its
+//!   class's free list while it is free. A sample and the free of a sampled block each
+//!   touch the one word of their slot, not a word of a separate free list as well: the
+//!   loop between two samples has long since evicted both.
 //!
-//! Nothing here allocates through an allocator, and one lock (`crate::lock::Lock`) guards the free lists
-//! (taken once per sample and once per free of a sampled block).
+//! Nothing here allocates through an allocator, and one lock (`crate::lock::Lock`) guards
+//! the free lists (taken once per sample and once per free of a sampled block).
 
 use crate::lock::Lock;
 use crate::mem::{map, map_near};
@@ -98,14 +101,17 @@ pub fn contains(p: *const u8) -> bool {
     (p as usize).wrapping_sub(BASE.load(Relaxed)) < ARENA_SIZE
 }
 
-/// The free slot numbers of one class: `free[..len]` in the class's part of the free
-/// mapping, `free[..clean]` of them given back to the system (zero when reused).
+/// The free slots of one class: a list through their [`META`] words, newest first. Its
+/// first `dirty` slots are resident; the rest were given back to the system (and read as
+/// zero), for a free pushes in front, a sample pops in front and a purge gives back the
+/// whole resident run.
 #[derive(Clone, Copy)]
 struct Class {
     /// Slots `0..bump` were handed out at least once; the others were never touched.
     bump: u32,
-    len: u32,
-    clean: u32,
+    /// The first free slot plus one; 0 when none is free.
+    head: u32,
+    dirty: u32,
 }
 
 /// The huge area's units: which are taken, and how many a block starting at each holds.
@@ -116,21 +122,15 @@ struct Huge {
 }
 
 struct Arena {
-    /// `CLASSES * MAX_SLOTS` slot numbers (class `c`'s stack at `c * MAX_SLOTS`).
-    free: *mut u32,
     classes: [Class; CLASSES],
     huge: Huge,
 }
 
-// SAFETY: `free` points into a process-wide mapping that is never unmapped.
-unsafe impl Send for Arena {}
-
 static ARENA: Lock<Arena> = Lock::new(Arena {
-    free: core::ptr::null_mut(),
     classes: [Class {
         bump: 0,
-        len: 0,
-        clean: 0,
+        head: 0,
+        dirty: 0,
     }; CLASSES],
     huge: Huge {
         used: 0,
@@ -139,18 +139,24 @@ static ARENA: Lock<Arena> = Lock::new(Arena {
 });
 
 /// Per slot (`c * MAX_SLOTS + i`), then per unit of the huge area (a block's first unit
-/// standing for the block): `LIVE | size << TAG_BITS | tag` of its block while live, zero
-/// while free (so a second free of a block is told apart).
+/// standing for the block): `LIVE | size << TAG_BITS | tag` of its block while live;
+/// without [`LIVE`] while free (so a second free of a block is told apart): zero for a
+/// huge unit and a slot never handed out, `CLEAN | next` for a slot on its class's free
+/// list (`next`: the next free slot plus one, 0 at the end; [`CLEAN`] if given back).
+/// Written under the arena's lock, except a live block's by the thread that owns it.
 static META: AtomicUsize = AtomicUsize::new(0);
 const LIVE: u64 = 1 << 63;
+const CLEAN: u64 = 1 << 62;
+/// The link bits of a free slot's word.
+const NEXT: u64 = (1 << 32) - 1;
 /// Bits of the tag a sampled block carries ([`set_tag`]); the requested size has the 39
 /// bits above them (up to 512 GiB, more than the arena holds).
 pub const TAG_BITS: u32 = 24;
 
-/// Reserve the arena and its metadata, once.
+/// Reserve the arena and its metadata, once (under the lock, so two first starts map once).
 pub fn init() -> io::Result<()> {
-    ARENA.with(|a| {
-        if !a.free.is_null() {
+    ARENA.with(|_| {
+        if META.load(Relaxed) != 0 {
             return Ok(());
         }
         let raw = map_near(LOW, ARENA_SIZE + REGION)? as usize;
@@ -163,7 +169,6 @@ pub fn init() -> io::Result<()> {
             libc::munmap((base + ARENA_SIZE) as *mut _, raw + REGION - base);
         }
         let meta = map(META_WORDS * 8)?;
-        a.free = map(CLASSES * MAX_SLOTS * 4)?.cast();
         META.store(meta as usize, Relaxed);
         BASE.store(base, Relaxed);
         END.store(base + ARENA_SIZE, Relaxed);
@@ -212,24 +217,24 @@ pub fn alloc(size: usize, align: usize) -> Option<Block> {
     let Some(c) = class_of(size, align) else {
         return alloc_huge(size, align);
     };
+    let live = LIVE | (size as u64) << TAG_BITS;
     let (i, zero) = ARENA.with(|a| {
-        let free = a.free;
         let k = &mut a.classes[c];
-        if k.len > 0 {
-            k.len -= 1;
-            let zero = k.len < k.clean;
-            k.clean = k.clean.min(k.len);
-            // SAFETY: `len < MAX_SLOTS`: inside class `c`'s stack.
-            let i = unsafe { *free.add(c * MAX_SLOTS + k.len as usize) };
-            Some((i as usize, zero))
+        let (i, zero) = if k.head > 0 {
+            let i = k.head as usize - 1;
+            let m = meta(c, i).load(Relaxed);
+            k.head = (m & NEXT) as u32;
+            k.dirty = k.dirty.saturating_sub(1);
+            (i, m & CLEAN != 0)
         } else if (k.bump as usize) < slots(c) {
             k.bump += 1;
-            Some((k.bump as usize - 1, true))
+            (k.bump as usize - 1, true)
         } else {
-            None
-        }
+            return None;
+        };
+        meta(c, i).store(live, Relaxed);
+        Some((i, zero))
     })?;
-    meta(c, i).store(LIVE | (size as u64) << TAG_BITS, Relaxed);
     let ptr = (base + (c << REGION_SHIFT) + i * class_size(c)) as *mut u8;
     Some(Block { ptr, zero })
 }
@@ -271,9 +276,15 @@ fn locate(p: *const u8) -> (usize, usize) {
 }
 
 /// Give the live block `p` (from [`alloc`]) its tag, [`TAG_BITS`] bits of the caller's.
+/// A load and a store, not an atomic read-modify-write: only the thread that owns a live
+/// block writes its word.
 pub fn set_tag(p: *const u8, tag: u32) {
     let (c, i) = locate(p);
-    meta(c, i).fetch_or(tag as u64 & ((1 << TAG_BITS) - 1), Relaxed);
+    let m = meta(c, i);
+    m.store(
+        m.load(Relaxed) | tag as u64 & ((1 << TAG_BITS) - 1),
+        Relaxed,
+    );
 }
 
 /// `(requested size, tag)` of the live block `p`.
@@ -345,37 +356,47 @@ pub fn usable_size(p: *const u8) -> usize {
 /// interior pointer) is reported on stderr and the process aborts.
 pub fn free(p: *const u8) -> (usize, u32) {
     let Some((c, i)) = slot_of(p) else { misuse(p) };
-    let m = meta(c, i).swap(0, Relaxed);
-    if m & LIVE == 0 {
-        misuse(p);
-    }
-    let info = unpack(m);
     if c >= CLASSES {
+        let m = meta(c, i).swap(0, Relaxed);
+        if m & LIVE == 0 {
+            misuse(p);
+        }
+        let info = unpack(m);
         free_huge(p, c - CLASSES, info.0);
         return info;
     }
     let base = BASE.load(Relaxed);
     ARENA.with(|a| {
-        let free = a.free;
-        let k = &mut a.classes[c];
-        // SAFETY: at most `slots(c) <= MAX_SLOTS` slots are live or free at once, so
-        // `len < MAX_SLOTS`: inside class `c`'s stack.
-        unsafe { *free.add(c * MAX_SLOTS + k.len as usize) = i as u32 };
-        k.len += 1;
-        let size = class_size(c);
-        if size >= 2 * PAGE && (k.len - k.clean) as usize * size > PURGE_BYTES {
-            for j in k.clean..k.len {
-                // SAFETY: `j < len`: a written entry of the stack.
-                let slot = unsafe { *free.add(c * MAX_SLOTS + j as usize) } as usize;
-                let at = base + (c << REGION_SHIFT) + slot * size;
-                // SAFETY: a free slot of whole pages inside the arena: nobody holds it,
-                // and its bytes may be dropped.
-                unsafe { libc::madvise(at as *mut _, size, libc::MADV_DONTNEED) };
-            }
-            k.clean = k.len;
+        let m = meta(c, i).load(Relaxed);
+        if m & LIVE == 0 {
+            misuse(p);
         }
-    });
-    info
+        let k = &mut a.classes[c];
+        meta(c, i).store(k.head as u64, Relaxed);
+        k.head = i as u32 + 1;
+        k.dirty += 1;
+        let size = class_size(c);
+        if size >= 2 * PAGE && k.dirty as usize * size > PURGE_BYTES {
+            purge(k, c, base + (c << REGION_SHIFT), size);
+        }
+        unpack(m)
+    })
+}
+
+/// Give the resident free slots of class `c` (the first `dirty` of its list; whole pages
+/// of `size` bytes each from `region`) back to the system, and mark them clean.
+fn purge(k: &mut Class, c: usize, region: usize, size: usize) {
+    let mut next = k.head;
+    for _ in 0..k.dirty {
+        let slot = next as usize - 1;
+        // SAFETY: a free slot of whole pages inside the arena: nobody holds it, and its
+        // bytes may be dropped.
+        unsafe { libc::madvise((region + slot * size) as *mut _, size, libc::MADV_DONTNEED) };
+        let m = meta(c, slot);
+        next = (m.load(Relaxed) & NEXT) as u32;
+        m.store(CLEAN | next as u64, Relaxed);
+    }
+    k.dirty = 0;
 }
 
 /// The mask of `n` units (`n < 64`: at most [`HUGE_UNITS`]) from unit 0 of [`Huge::used`].
@@ -482,6 +503,37 @@ mod tests {
         let big = alloc(64 << 10, 4096).unwrap();
         assert_eq!(big.ptr as usize % (64 << 10), 0);
         free(big.ptr);
+    }
+
+    /// Freed slots of whole pages stay resident up to [`PURGE_BYTES`], then go back to the
+    /// system all at once, and come back zero, newest first.
+    #[test]
+    fn purged_slots_come_back_zero() {
+        init().unwrap();
+        const SIZE: usize = 8192;
+        let n = PURGE_BYTES / SIZE + 100;
+        let blocks: Vec<_> = (0..n).map(|_| alloc(SIZE, 16).unwrap()).collect();
+        for b in &blocks {
+            // SAFETY: each block holds `SIZE` bytes.
+            unsafe { b.ptr.write_bytes(0xab, SIZE) };
+        }
+        for b in blocks.iter().rev() {
+            free(b.ptr);
+        }
+        // The purge came at the free that took the class over the bound; the 99 freed
+        // after it are resident, in front.
+        let again: Vec<_> = (0..n).map(|_| alloc(SIZE, 16).unwrap()).collect();
+        let dirty = again.iter().take_while(|b| !b.zero).count();
+        assert_eq!(dirty, n - PURGE_BYTES / SIZE - 1);
+        for b in &again[dirty..] {
+            assert!(b.zero);
+            // SAFETY: each block holds `SIZE` bytes.
+            let ends = unsafe { (b.ptr.read(), b.ptr.add(SIZE - 1).read()) };
+            assert_eq!(ends, (0, 0));
+        }
+        for b in &again {
+            free(b.ptr);
+        }
     }
 
     #[test]
