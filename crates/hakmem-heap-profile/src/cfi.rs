@@ -111,8 +111,33 @@ const CACHE_SLOTS: usize = 4096;
 static CACHE: [[AtomicU64; 2]; CACHE_SLOTS] =
     [const { [AtomicU64::new(0), AtomicU64::new(0)] }; CACHE_SLOTS];
 
-fn slot(addr: u64) -> &'static [AtomicU64; 2] {
-    &CACHE[(addr.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 52) as usize % CACHE_SLOTS]
+/// The slot of the cache that `addr`'s rule goes to.
+fn slot_index(addr: u64) -> usize {
+    (addr.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 52) as usize % CACHE_SLOTS
+}
+
+/// Frames of a walk whose cache slots a thread remembers for its next walk
+/// ([`crate::tls::State::walk_hints`]).
+pub const HINTS: usize = 16;
+const _: () = assert!(CACHE_SLOTS <= 1 << 16);
+
+/// Ask for the cache lines of the slots the calling thread's last walk used, all at once.
+/// Samples come a thousand allocations apart, long enough for the program to evict the
+/// cache, and a walk finds each frame's slot only after reading the frame before: without
+/// this, each frame of a walk waits for a miss of its own, one after the other. The same
+/// call sites sample again and again, so the lines asked for are mostly the ones the
+/// walk reads, and they arrive while the walk asks the loader for its generation.
+fn prefetch_last_walk() {
+    crate::tls::with(|t| {
+        for h in &t.walk_hints {
+            let line = &CACHE[h.get() as usize % CACHE_SLOTS] as *const _ as *const i8;
+            // SAFETY: a prefetch reads nothing the program sees and cannot fault; the
+            // address is inside `CACHE`.
+            unsafe {
+                core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(line)
+            };
+        }
+    });
 }
 
 fn check(addr: u64, rule: Rule, generation: u64) -> u64 {
@@ -156,8 +181,8 @@ fn generation() -> u64 {
 
 /// The rule of the frame executing at `addr` in `generation`: from the cache, or
 /// computed and cached.
-fn rule_at(addr: u64, generation: u64) -> Rule {
-    let s = slot(addr);
+fn rule_at(addr: u64, index: usize, generation: u64) -> Rule {
+    let s = &CACHE[index];
     let (k, r) = (s[0].load(Relaxed), Rule(s[1].load(Relaxed)));
     if k == check(addr, r, generation) {
         return r;
@@ -173,12 +198,17 @@ fn rule_at(addr: u64, generation: u64) -> Rule {
 /// first: `out[..n]` written when it returns `Some(n)`. `None` when a frame's rule is one this unwinder does not follow.
 pub fn walk(mut regs: Regs, out: &mut [MaybeUninit<u64>]) -> Option<usize> {
     let mut len = 0;
+    prefetch_last_walk();
     let generation = generation();
     // The first frame executes at `ip`; the others after a call, so their rule is that
     // of the call instruction (the return address may start another function's range).
     let mut addr = regs.ip;
     while len < out.len() {
-        let rule = rule_at(addr, generation);
+        let index = slot_index(addr);
+        if len < HINTS {
+            crate::tls::with(|t| t.walk_hints[len].set(index as u16));
+        }
+        let rule = rule_at(addr, index, generation);
         if rule == Rule::END {
             break;
         }
@@ -367,7 +397,7 @@ mod tests {
     #[test]
     fn dlopen_and_dlclose_invalidate_cached_rules() {
         let here = Regs::here().ip;
-        let r = rule_at(here, generation());
+        let r = rule_at(here, slot_index(here), generation());
         let before = generation();
         assert_eq!(before, generation(), "stable while nothing is loaded");
         // SAFETY: loads a system library with no initializers that matter here.
@@ -379,6 +409,10 @@ mod tests {
         let unloaded = generation();
         assert!(before != loaded && loaded != unloaded && before != unloaded);
         assert_ne!(check(here, r, before), check(here, r, unloaded));
-        assert_eq!(rule_at(here, unloaded), r, "computed again, the same");
+        assert_eq!(
+            rule_at(here, slot_index(here), unloaded),
+            r,
+            "computed again, the same"
+        );
     }
 }

@@ -30,6 +30,10 @@ pub struct State {
     pub rng: Cell<u64>,
     /// Set while this thread samples or writes a profile: its allocations are plain.
     pub busy: Cell<bool>,
+    /// The rule-cache slots of the innermost frames of this thread's last stack walk
+    /// (`cfi.rs`), prefetched at the start of its next.
+    #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+    pub walk_hints: [Cell<u16>; crate::cfi::HINTS],
 }
 
 #[cfg(not(all(
@@ -46,6 +50,8 @@ mod imp {
             State {
                 rng: Cell::new(0),
                 busy: Cell::new(false),
+                #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+                walk_hints: [const { Cell::new(0) }; crate::cfi::HINTS],
             }
         };
     }
