@@ -19,7 +19,7 @@
 //!   of whole pages (8 KiB and up) are given back with `madvise(MADV_DONTNEED)` once a
 //!   class holds more than [`PURGE_BYTES`] of freed, still resident slots, in one batch
 //!   (so the system call is not paid on every free), and come back zeroed.
-//! - Metadata, beside the slots in a mapping of its own: one word per slot ([`META`]),
+//! - Metadata, beside the slots in a mapping of its own: one word per slot (`META`),
 //!   the requested size and the caller's tag while the slot is live, the link of its
 //!   class's free list while it is free. A sample and the free of a sampled block each
 //!   touch the one word of their slot, not a word of a separate free list as well: the

@@ -8,15 +8,18 @@
 //! a 64 KiB table ([`CACHE`]) keyed by the address. A frame seen before then costs a hash
 //! probe, two loads to check the entry and one or two loads from the stack; libgcc's
 //! `_Unwind_Backtrace` searches for the FDE and interprets its instructions on every
-//! frame of every walk.
+//! frame of every walk. Entries are checked against the loader's generation, which a
+//! thread reads once every [`RECHECK`] walks, reading in between only memory of its own
+//! stack ([`ThreadWalk`]); each thread also prefetches the entries its last walk used.
 //!
-//! A rule that needs more than `CFA = rsp|rbp + n`, `RA at CFA + n`, `rbp at CFA + n or
+//! A rule that needs more than `CFA = rsp|rbp + n`, `RA at CFA - n`, `rbp at CFA - n or
 //! unchanged` (a DWARF expression: PLT stubs, signal frames, realigned stacks) is
 //! [`Rule::UNSUPPORTED`], and the caller walks that stack with libgcc instead.
 //!
 //! Nothing here allocates: `gimli` reads the mapped sections in place, its unwind
 //! context lives on the stack ([`Fixed`]), the cache is a static array.
 
+use core::cell::Cell;
 use core::ffi::{c_int, c_void};
 use core::mem::MaybeUninit;
 use core::sync::atomic::{AtomicU64, Ordering::Relaxed};
@@ -70,12 +73,14 @@ impl Rule {
     const UNSUPPORTED: Rule = Rule(1 << 59);
 
     fn new(cfa_from_bp: bool, cfa: i64, ra: i64, bp: Option<i64>) -> Rule {
-        let (Ok(cfa), Ok(ra)) = (i32::try_from(cfa), i8::try_from(ra)) else {
+        // Saved words below the CFA only (every compiler's): a walk then reads only below
+        // the CFA it computed, which it checks.
+        let (Ok(cfa), Ok(ra @ ..0)) = (i32::try_from(cfa), i8::try_from(ra)) else {
             return Rule::UNSUPPORTED;
         };
         let bp = match bp.map(i16::try_from) {
-            Some(Ok(b)) => Some(b),
-            Some(Err(_)) => return Rule::UNSUPPORTED,
+            Some(Ok(b @ ..0)) => Some(b),
+            Some(_) => return Rule::UNSUPPORTED,
             None => None,
         };
         let mut w = cfa as u32 as u64 | (ra as u8 as u64) << 48;
@@ -116,20 +121,60 @@ fn slot_index(addr: u64) -> usize {
     (addr.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 52) as usize % CACHE_SLOTS
 }
 
-/// Frames of a walk whose cache slots a thread remembers for its next walk
-/// ([`crate::tls::State::walk_hints`]).
+/// Frames of a walk whose cache slots a thread remembers for its next walk.
 pub const HINTS: usize = 16;
 const _: () = assert!(CACHE_SLOTS <= 1 << 16);
 
-/// Ask for the cache lines of the slots the calling thread's last walk used, all at once.
-/// Samples come a thousand allocations apart, long enough for the program to evict the
-/// cache, and a walk finds each frame's slot only after reading the frame before: without
-/// this, each frame of a walk waits for a miss of its own, one after the other. The same
-/// call sites sample again and again, so the lines asked for are mostly the ones the
-/// walk reads, and they arrive while the walk asks the loader for its generation.
-fn prefetch_last_walk() {
-    crate::tls::with(|t| {
-        for h in &t.walk_hints {
+/// Walks a thread makes on the loader generation it last read before reading it again.
+const RECHECK: u32 = 16;
+
+/// The loader generation some thread read last: a thread whose own differs reads it again
+/// at its next walk, so a `dlclose` that one thread noticed is noticed by all.
+static LAST_GENERATION: AtomicU64 = AtomicU64::new(0);
+
+/// What a thread keeps from one stack walk to its next (in `crate::tls::State`); all zero
+/// at thread start, when it trusts nothing.
+///
+/// Reading the loader's generation ([`generation`]) costs a call of `dl_iterate_phdr`
+/// under two locks, a sixth of a walk. A thread reads it once every [`RECHECK`] walks
+/// (and when another thread saw it change); in between, a rule cached before a `dlclose`
+/// could be taken for code loaded since at the same address. Such a walk must not read
+/// outside the stack: it reads only inside `[sp, hi)`, where `sp` is its own starting
+/// stack pointer and `[lo, hi)` (which holds `sp`) is memory of this stack that earlier
+/// walks with a fresh generation read through, so one mapping, the thread's stack. A
+/// read that would leave it makes the walk start again with a fresh generation; a walk
+/// whose stack pointer is outside `[lo, hi)` (deeper than before, or on another stack: a
+/// coroutine's, a signal stack) reads the generation first.
+pub struct ThreadWalk {
+    /// The rule-cache slots of the innermost frames of the last walk, prefetched at the
+    /// start of the next ([`ThreadWalk::prefetch`]).
+    hints: [Cell<u16>; HINTS],
+    generation: Cell<u64>,
+    /// Walks since `generation` was read.
+    since: Cell<u32>,
+    lo: Cell<u64>,
+    hi: Cell<u64>,
+}
+
+impl ThreadWalk {
+    pub const fn new() -> Self {
+        ThreadWalk {
+            hints: [const { Cell::new(0) }; HINTS],
+            generation: Cell::new(0),
+            since: Cell::new(0),
+            lo: Cell::new(0),
+            hi: Cell::new(0),
+        }
+    }
+
+    /// Ask for the cache lines of the slots the last walk used, all at once. Samples
+    /// come a thousand allocations apart, long enough for the program to evict the
+    /// cache, and a walk finds each frame's slot only after reading the frame before:
+    /// without this, each frame of a walk waits for a miss of its own, one after the
+    /// other. The same call sites sample again and again, so the lines asked for are
+    /// mostly the ones the walk reads.
+    fn prefetch(&self) {
+        for h in &self.hints {
             let line = &CACHE[h.get() as usize % CACHE_SLOTS] as *const _ as *const i8;
             // SAFETY: a prefetch reads nothing the program sees and cannot fault; the
             // address is inside `CACHE`.
@@ -137,7 +182,38 @@ fn prefetch_last_walk() {
                 core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(line)
             };
         }
-    });
+    }
+
+    /// The generation a walk from `sp` may use without reading it, if any.
+    fn trusted(&self, sp: u64) -> Option<u64> {
+        let g = self.generation.get();
+        let trusted = (self.lo.get()..self.hi.get()).contains(&sp)
+            && self.since.get() < RECHECK
+            && g == LAST_GENERATION.load(Relaxed);
+        trusted.then(|| {
+            self.since.set(self.since.get() + 1);
+            g
+        })
+    }
+
+    /// After a walk from `sp` with the fresh generation `g` that read the stack below `top`.
+    fn learn(&self, g: u64, sp: u64, top: u64) {
+        if (self.lo.get()..self.hi.get()).contains(&sp) {
+            self.hi.set(self.hi.get().max(top));
+        } else {
+            self.lo.set(sp);
+            self.hi.set(top);
+        }
+        self.generation.set(g);
+        self.since.set(0);
+        LAST_GENERATION.store(g, Relaxed);
+    }
+}
+
+impl Default for ThreadWalk {
+    fn default() -> Self {
+        Self::new()
+    }
 }
 
 fn check(addr: u64, rule: Rule, generation: u64) -> u64 {
@@ -195,57 +271,115 @@ fn rule_at(addr: u64, index: usize, generation: u64) -> Rule {
 
 /// Walk the stack from `regs` (the registers of the calling function, at the point
 /// `regs.ip`), writing the return addresses of the frames above it to `out`, innermost
-/// first: `out[..n]` written when it returns `Some(n)`. `None` when a frame's rule is one this unwinder does not follow.
-pub fn walk(mut regs: Regs, out: &mut [MaybeUninit<u64>]) -> Option<usize> {
+/// first: `out[..n]` written when it returns `Some(n)`. `None` when a frame's rule is one
+/// this unwinder does not follow.
+pub fn walk(regs: Regs, out: &mut [MaybeUninit<u64>]) -> Option<usize> {
+    crate::tls::with(|t| {
+        let w = &t.walk;
+        w.prefetch();
+        if let Some(g) = w.trusted(regs.sp) {
+            match walk_with(regs, out, g, w.hi.get(), &w.hints) {
+                Walked::Frames(len, _) => return Some(len),
+                Walked::Unsupported => return None,
+                // A rule from before a `dlclose`: again, with the loader's generation.
+                Walked::OutOfBounds => {}
+            }
+        }
+        let g = generation();
+        match walk_with(regs, out, g, u64::MAX, &w.hints) {
+            Walked::Frames(len, top) => {
+                w.learn(g, regs.sp, top);
+                Some(len)
+            }
+            Walked::Unsupported | Walked::OutOfBounds => None,
+        }
+    })
+}
+
+/// How [`walk_with`] ended.
+enum Walked {
+    /// `out[..n]` written; every word read lay below the second field.
+    Frames(usize, u64),
+    Unsupported,
+    /// A rule placed a read outside `[regs.sp, bound)`.
+    OutOfBounds,
+}
+
+/// [`walk`] with the rules of `generation`, reading the stack only inside
+/// `[regs.sp, bound)`; the slots of the innermost frames are noted in `hints`.
+#[inline(never)]
+fn walk_with(
+    regs: Regs,
+    out: &mut [MaybeUninit<u64>],
+    generation: u64,
+    bound: u64,
+    hints: &[Cell<u16>; HINTS],
+) -> Walked {
+    let Regs {
+        mut ip,
+        mut sp,
+        mut bp,
+    } = regs;
+    // A word at `at` may be read if `regs.sp <= at` and `at + 8 <= bound`: one compare.
+    let (bottom, span) = (regs.sp, bound.wrapping_sub(8).wrapping_sub(regs.sp));
     let mut len = 0;
-    prefetch_last_walk();
-    let generation = generation();
     // The first frame executes at `ip`; the others after a call, so their rule is that
     // of the call instruction (the return address may start another function's range).
-    let mut addr = regs.ip;
+    let mut addr = ip;
     while len < out.len() {
         let index = slot_index(addr);
         if len < HINTS {
-            crate::tls::with(|t| t.walk_hints[len].set(index as u16));
+            hints[len].set(index as u16);
         }
         let rule = rule_at(addr, index, generation);
-        if rule == Rule::END {
-            break;
-        }
-        if rule == Rule::UNSUPPORTED {
-            return None;
+        if rule.0 & (Rule::END.0 | Rule::UNSUPPORTED.0) != 0 {
+            if rule == Rule::END {
+                break;
+            }
+            return Walked::Unsupported;
         }
         let base = if rule.0 & Rule::CFA_FROM_BP != 0 {
-            regs.bp
+            bp
         } else {
-            regs.sp
+            sp
         };
         let cfa = base.wrapping_add(rule.cfa_offset() as u64);
         // The caller's frame is above this one, and near: anything else means the rule
         // does not describe this stack, so stop rather than read far away.
-        if cfa <= regs.sp || cfa - regs.sp > MAX_FRAME || cfa % 8 != 0 {
+        if cfa <= sp || cfa - sp > MAX_FRAME || cfa % 8 != 0 {
             break;
         }
-        // SAFETY: the rule of the frame executing at `addr`, applied to its registers,
-        // places the return address (and the saved `rbp`) inside this frame, between
-        // `sp` and the CFA: stack memory of this thread, below the frames that are still
-        // running (the walk is in a callee of all of them).
-        unsafe {
-            let ra = (cfa.wrapping_add(rule.ra_offset() as u64) as *const u64).read();
-            if rule.0 & Rule::BP_SAVED != 0 {
-                regs.bp = (cfa.wrapping_add(rule.bp_offset() as u64) as *const u64).read();
+        // Where the return address is saved: below the CFA ([`Rule::new`]), and inside
+        // `[regs.sp, bound)` (checked).
+        let ra_at = cfa.wrapping_add(rule.ra_offset() as u64);
+        if ra_at.wrapping_sub(bottom) > span {
+            return Walked::OutOfBounds;
+        }
+        // SAFETY: a word of this thread's stack from the walk's starting stack pointer
+        // up: with rules of the current generation (`bound` is `u64::MAX`), inside the
+        // frame the rule describes, below the frames that are still running (the walk is
+        // in a callee of all of them); with any rule, below `bound`, the top of memory of
+        // this same stack that such a walk read before (see `ThreadWalk`). Unaligned: a
+        // rule's offsets need not be multiples of 8.
+        ip = unsafe { (ra_at as *const u64).read_unaligned() };
+        if rule.0 & Rule::BP_SAVED != 0 {
+            let bp_at = cfa.wrapping_add(rule.bp_offset() as u64);
+            if bp_at.wrapping_sub(bottom) > span {
+                return Walked::OutOfBounds;
             }
-            regs.ip = ra;
+            // SAFETY: as for the return address.
+            bp = unsafe { (bp_at as *const u64).read_unaligned() };
         }
-        regs.sp = cfa;
-        if regs.ip == 0 {
+        sp = cfa;
+        if ip == 0 {
             break;
         }
-        out[len].write(regs.ip);
+        out[len].write(ip);
         len += 1;
-        addr = regs.ip - 1;
+        addr = ip - 1;
     }
-    Some(len)
+    // Every word read lay below the last CFA.
+    Walked::Frames(len, sp)
 }
 
 /// Largest frame believed (bytes between a frame's stack pointer and its CFA).
@@ -375,8 +509,55 @@ fn rule_of(row: &UnwindTableRow<usize, Fixed>) -> Rule {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
+
+    /// Tests that walk, one at a time: [`LAST_GENERATION`] is the process's.
+    pub(crate) static WALKS: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+    #[inline(never)]
+    fn walk_here(out: &mut [MaybeUninit<u64>]) -> Vec<u64> {
+        let n = walk(Regs::here(), out).unwrap();
+        // SAFETY: `walk` wrote `out[..n]`.
+        let frames = out[..n]
+            .iter()
+            .map(|f| unsafe { f.assume_init() })
+            .collect();
+        core::hint::black_box(out);
+        frames
+    }
+
+    /// A walk that trusts its thread's last generation and meets a rule cached before a
+    /// `dlclose` (a rule whose CFA is 1 MiB up, past the stack of a test thread) reads
+    /// nothing outside the stack: it starts again with the loader's generation, which
+    /// computes the rule again, and finds the right frames.
+    #[test]
+    fn a_stale_rule_never_reads_outside_the_stack() {
+        let _one = WALKS.lock().unwrap();
+        std::thread::spawn(|| {
+            let mut out = [MaybeUninit::uninit(); 64];
+            let first = walk_here(&mut out);
+            // From another call: the first return address differs, the others not.
+            assert_eq!(walk_here(&mut out)[1..], first[1..], "from the cache");
+            let g = crate::tls::with(|t| t.walk.generation.get());
+            let stale = g ^ 1;
+            crate::tls::with(|t| t.walk.generation.set(stale));
+            LAST_GENERATION.store(stale, Relaxed);
+            // The rule of the caller of this closure, as it might have been cached for
+            // other code at the same address before a `dlclose`.
+            let addr = first[1] - 1;
+            let s = &CACHE[slot_index(addr)];
+            let right = Rule(s[1].load(Relaxed));
+            let wrong = Rule::new(false, 1 << 20, -8, None);
+            s[1].store(wrong.0, Relaxed);
+            s[0].store(check(addr, wrong, stale), Relaxed);
+            assert_eq!(walk_here(&mut out)[1..], first[1..]);
+            assert_eq!(crate::tls::with(|t| t.walk.generation.get()), g);
+            assert_eq!(s[0].load(Relaxed), check(addr, right, g), "computed again");
+        })
+        .join()
+        .unwrap();
+    }
 
     #[test]
     fn rules_pack_and_unpack() {

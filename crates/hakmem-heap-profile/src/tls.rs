@@ -30,10 +30,9 @@ pub struct State {
     pub rng: Cell<u64>,
     /// Set while this thread samples or writes a profile: its allocations are plain.
     pub busy: Cell<bool>,
-    /// The rule-cache slots of the innermost frames of this thread's last stack walk
-    /// (`cfi.rs`), prefetched at the start of its next.
+    /// What the cached unwinder keeps from one stack walk of this thread to its next.
     #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
-    pub walk_hints: [Cell<u16>; crate::cfi::HINTS],
+    pub walk: crate::cfi::ThreadWalk,
 }
 
 #[cfg(not(all(
@@ -51,7 +50,7 @@ mod imp {
                 rng: Cell::new(0),
                 busy: Cell::new(false),
                 #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
-                walk_hints: [const { Cell::new(0) }; crate::cfi::HINTS],
+                walk: crate::cfi::ThreadWalk::new(),
             }
         };
     }

@@ -136,6 +136,7 @@ mod tests {
     #[test]
     #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
     fn cached_unwinder_agrees_with_libgcc() {
+        let _one = crate::cfi::tests::WALKS.lock().unwrap();
         for _ in 0..2 {
             let (mut ours, mut theirs) = (Frames::new(), Frames::new());
             let mut followed = None;
