@@ -10,7 +10,9 @@
 //! `_Unwind_Backtrace` searches for the FDE and interprets its instructions on every
 //! frame of every walk. Entries are checked against the loader's generation, which a
 //! thread reads once every [`RECHECK`] walks, reading in between only memory of its own
-//! stack ([`ThreadWalk`]); each thread also prefetches the entries its last walk used.
+//! stack ([`ThreadWalk`]); each thread also prefetches the entries its last walk used,
+//! and a walk from the same registers as the thread's last, whose stack words are
+//! unchanged, is not made again ([`Memo`]).
 //!
 //! A rule that needs more than `CFA = rsp|rbp + n`, `RA at CFA - n`, `rbp at CFA - n or
 //! unchanged` (a DWARF expression: PLT stubs, signal frames, realigned stacks) is
@@ -154,6 +156,115 @@ pub struct ThreadWalk {
     since: Cell<u32>,
     lo: Cell<u64>,
     hi: Cell<u64>,
+    memo: Memo,
+}
+
+/// Reads of a walk a thread remembers ([`Memo`]): stacks that took up to this many are
+/// recalled without a walk.
+const MEMO: usize = 24;
+
+/// The last walk of a thread, as the words of its stack it read. A walk is a function of
+/// its starting registers, the rules (the generation) and those words, so a walk from the
+/// same registers under the same generation that finds each of them unchanged finds the
+/// same frames: [`Memo::recall`] checks them (a load and a compare per word) instead of
+/// walking (per frame a cache probe that often misses, the rule's decoding and checks).
+/// Samples repeat their call sites, and a site reached by the same path starts from the
+/// same registers.
+struct Memo {
+    /// Whether the fields below describe a walk of this thread's.
+    valid: Cell<bool>,
+    /// Its starting `ip`, `sp` and `bp`, and its generation.
+    start: [Cell<u64>; 3],
+    generation: Cell<u64>,
+    /// The words read (the return address, and where `bp_at` is not 0, the caller's
+    /// `rbp` of each frame) and the frames found: the first `frames` return addresses.
+    reads: Cell<u8>,
+    frames: Cell<u8>,
+    ra_at: [Cell<u64>; MEMO],
+    ra: [Cell<u64>; MEMO],
+    bp_at: [Cell<u64>; MEMO],
+    bp: [Cell<u64>; MEMO],
+}
+
+impl Memo {
+    const fn new() -> Self {
+        Memo {
+            valid: Cell::new(false),
+            start: [const { Cell::new(0) }; 3],
+            generation: Cell::new(0),
+            reads: Cell::new(0),
+            frames: Cell::new(0),
+            ra_at: [const { Cell::new(0) }; MEMO],
+            ra: [const { Cell::new(0) }; MEMO],
+            bp_at: [const { Cell::new(0) }; MEMO],
+            bp: [const { Cell::new(0) }; MEMO],
+        }
+    }
+
+    /// Note the `k`th read of a walk: the return address `ra` at `ra_at`, and `bp` at
+    /// `bp_at` unless that is 0.
+    #[inline(always)]
+    fn note(&self, k: usize, ra_at: u64, ra: u64, bp_at: u64, bp: u64) {
+        if k < MEMO {
+            self.ra_at[k].set(ra_at);
+            self.ra[k].set(ra);
+            self.bp_at[k].set(bp_at);
+            self.bp[k].set(bp);
+        }
+    }
+
+    /// After a walk from `regs` under `generation` that made `reads` reads (noted) and
+    /// found `frames` frames.
+    fn keep(&self, regs: Regs, generation: u64, reads: usize, frames: usize) {
+        self.valid.set(reads <= MEMO);
+        for (s, v) in self.start.iter().zip([regs.ip, regs.sp, regs.bp]) {
+            s.set(v);
+        }
+        self.generation.set(generation);
+        self.reads.set(reads.min(MEMO) as u8);
+        self.frames.set(frames.min(MEMO) as u8);
+    }
+
+    /// The frames of a walk from `regs` under `generation` into `out`, if the last walk
+    /// started there and every word it read is unchanged; it reads words in
+    /// `[regs.sp, bound)` only.
+    fn recall(
+        &self,
+        regs: Regs,
+        generation: u64,
+        bound: u64,
+        out: &mut [MaybeUninit<u64>],
+    ) -> Option<usize> {
+        let same = self.valid.get()
+            && self.generation.get() == generation
+            && self
+                .start
+                .iter()
+                .zip([regs.ip, regs.sp, regs.bp])
+                .all(|(s, v)| s.get() == v);
+        let frames = self.frames.get() as usize;
+        if !same || frames > out.len() {
+            return None;
+        }
+        let span = bound.wrapping_sub(8).wrapping_sub(regs.sp);
+        let unchanged = |at: u64, v: u64| {
+            // SAFETY: a word of this thread's stack: at or above its stack pointer and
+            // below `bound`, the top of memory of this stack that a walk read (see
+            // `ThreadWalk`).
+            at.wrapping_sub(regs.sp) <= span && unsafe { (at as *const u64).read_unaligned() } == v
+        };
+        let reads = self.reads.get() as usize;
+        for (k, (ra_at, ra)) in self.ra_at.iter().zip(&self.ra).take(reads).enumerate() {
+            let (ra, bp_at) = (ra.get(), self.bp_at[k].get());
+            if !unchanged(ra_at.get(), ra) || bp_at != 0 && !unchanged(bp_at, self.bp[k].get()) {
+                return None;
+            }
+            if let Some(o) = out.get_mut(k).filter(|_| k < frames) {
+                o.write(ra);
+            }
+        }
+        Some(frames)
+    }
 }
 
 impl ThreadWalk {
@@ -164,6 +275,7 @@ impl ThreadWalk {
             since: Cell::new(0),
             lo: Cell::new(0),
             hi: Cell::new(0),
+            memo: Memo::new(),
         }
     }
 
@@ -278,7 +390,10 @@ pub fn walk(regs: Regs, out: &mut [MaybeUninit<u64>]) -> Option<usize> {
         let w = &t.walk;
         w.prefetch();
         if let Some(g) = w.trusted(regs.sp) {
-            match walk_with(regs, out, g, w.hi.get(), &w.hints) {
+            if let Some(len) = w.memo.recall(regs, g, w.hi.get(), out) {
+                return Some(len);
+            }
+            match walk_with(regs, out, g, w.hi.get(), w) {
                 Walked::Frames(len, _) => return Some(len),
                 Walked::Unsupported => return None,
                 // A rule from before a `dlclose`: again, with the loader's generation.
@@ -286,7 +401,7 @@ pub fn walk(regs: Regs, out: &mut [MaybeUninit<u64>]) -> Option<usize> {
             }
         }
         let g = generation();
-        match walk_with(regs, out, g, u64::MAX, &w.hints) {
+        match walk_with(regs, out, g, u64::MAX, w) {
             Walked::Frames(len, top) => {
                 w.learn(g, regs.sp, top);
                 Some(len)
@@ -306,15 +421,18 @@ enum Walked {
 }
 
 /// [`walk`] with the rules of `generation`, reading the stack only inside
-/// `[regs.sp, bound)`; the slots of the innermost frames are noted in `hints`.
+/// `[regs.sp, bound)`; the slots of the innermost frames are noted in `w`'s hints, the
+/// words read in its memo.
 #[inline(never)]
 fn walk_with(
     regs: Regs,
     out: &mut [MaybeUninit<u64>],
     generation: u64,
     bound: u64,
-    hints: &[Cell<u16>; HINTS],
+    w: &ThreadWalk,
 ) -> Walked {
+    w.memo.valid.set(false);
+    let hints = &w.hints;
     let Regs {
         mut ip,
         mut sp,
@@ -322,7 +440,7 @@ fn walk_with(
     } = regs;
     // A word at `at` may be read if `regs.sp <= at` and `at + 8 <= bound`: one compare.
     let (bottom, span) = (regs.sp, bound.wrapping_sub(8).wrapping_sub(regs.sp));
-    let mut len = 0;
+    let (mut len, mut reads) = (0, 0);
     // The first frame executes at `ip`; the others after a call, so their rule is that
     // of the call instruction (the return address may start another function's range).
     let mut addr = ip;
@@ -362,14 +480,17 @@ fn walk_with(
         // this same stack that such a walk read before (see `ThreadWalk`). Unaligned: a
         // rule's offsets need not be multiples of 8.
         ip = unsafe { (ra_at as *const u64).read_unaligned() };
+        let mut bp_at = 0;
         if rule.0 & Rule::BP_SAVED != 0 {
-            let bp_at = cfa.wrapping_add(rule.bp_offset() as u64);
+            bp_at = cfa.wrapping_add(rule.bp_offset() as u64);
             if bp_at.wrapping_sub(bottom) > span {
                 return Walked::OutOfBounds;
             }
             // SAFETY: as for the return address.
             bp = unsafe { (bp_at as *const u64).read_unaligned() };
         }
+        w.memo.note(len, ra_at, ip, bp_at, bp);
+        reads += 1;
         sp = cfa;
         if ip == 0 {
             break;
@@ -378,6 +499,7 @@ fn walk_with(
         len += 1;
         addr = ip - 1;
     }
+    w.memo.keep(regs, generation, reads, len);
     // Every word read lay below the last CFA.
     Walked::Frames(len, sp)
 }
@@ -515,6 +637,13 @@ pub(crate) mod tests {
     /// Tests that walk, one at a time: [`LAST_GENERATION`] is the process's.
     pub(crate) static WALKS: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
+    /// Run `f` in a new thread (whose [`ThreadWalk`] starts empty), alone among the
+    /// tests that walk.
+    fn in_new_thread(f: impl FnOnce() + Send + 'static) {
+        let _one = WALKS.lock().unwrap();
+        std::thread::spawn(f).join().unwrap();
+    }
+
     #[inline(never)]
     fn walk_here(out: &mut [MaybeUninit<u64>]) -> Vec<u64> {
         let n = walk(Regs::here(), out).unwrap();
@@ -533,8 +662,7 @@ pub(crate) mod tests {
     /// computes the rule again, and finds the right frames.
     #[test]
     fn a_stale_rule_never_reads_outside_the_stack() {
-        let _one = WALKS.lock().unwrap();
-        std::thread::spawn(|| {
+        in_new_thread(|| {
             let mut out = [MaybeUninit::uninit(); 64];
             let first = walk_here(&mut out);
             // From another call: the first return address differs, the others not.
@@ -554,9 +682,50 @@ pub(crate) mod tests {
             assert_eq!(walk_here(&mut out)[1..], first[1..]);
             assert_eq!(crate::tls::with(|t| t.walk.generation.get()), g);
             assert_eq!(s[0].load(Relaxed), check(addr, right, g), "computed again");
-        })
-        .join()
-        .unwrap();
+        });
+    }
+
+    #[inline(never)]
+    fn via_a(out: &mut [MaybeUninit<u64>]) -> Vec<u64> {
+        let frames = walk_here(out);
+        core::hint::black_box(1);
+        frames
+    }
+
+    #[inline(never)]
+    fn via_b(out: &mut [MaybeUninit<u64>]) -> Vec<u64> {
+        let frames = walk_here(out);
+        core::hint::black_box(2);
+        frames
+    }
+
+    /// Walks from the same registers through two different callers (so the same words of
+    /// the stack hold other return addresses): the memo of one walk is checked word by
+    /// word and never taken for the other's, and each path finds its own frames again.
+    #[test]
+    fn a_remembered_walk_is_checked_word_by_word() {
+        in_new_thread(|| {
+            let mut out = [MaybeUninit::uninit(); 64];
+            type Path = fn(&mut [MaybeUninit<u64>]) -> Vec<u64>;
+            let paths: [Path; 2] = [via_a, via_b];
+            let mut seen: [Vec<u64>; 2] = [vec![], vec![]];
+            let mut starts = [0; 2];
+            for i in 0..8 {
+                let frames = core::hint::black_box(paths[i % 2])(&mut out);
+                starts[i % 2] = crate::tls::with(|t| t.walk.memo.start[1].get());
+                if i < 2 {
+                    seen[i] = frames;
+                } else {
+                    assert_eq!(frames, seen[i % 2], "walk {i}");
+                }
+            }
+            assert_eq!(
+                starts[0], starts[1],
+                "both walks start at the same stack pointer"
+            );
+            assert_ne!(seen[0][0], seen[1][0], "returns into different callers");
+            assert_eq!(seen[0][1..], seen[1][1..]);
+        });
     }
 
     #[test]
