@@ -173,8 +173,12 @@ const MEMO: usize = 24;
 struct Memo {
     /// Whether the fields below describe a walk of this thread's.
     valid: Cell<bool>,
-    /// Its starting `ip`, `sp` and `bp`, and its generation.
+    /// Its starting `ip`, `sp` and `bp`, and its generation. The starting `bp` counts
+    /// only if `needs_bp`: if a frame's CFA was computed from it (before any frame
+    /// restored the caller's `rbp`); in code built without frame pointers it is some
+    /// value of the caller's, different from one allocation to the next.
     start: [Cell<u64>; 3],
+    needs_bp: Cell<bool>,
     generation: Cell<u64>,
     /// The words read (the return address, and where `bp_at` is not 0, the caller's
     /// `rbp` of each frame) and the frames found: the first `frames` return addresses.
@@ -191,6 +195,7 @@ impl Memo {
         Memo {
             valid: Cell::new(false),
             start: [const { Cell::new(0) }; 3],
+            needs_bp: Cell::new(false),
             generation: Cell::new(0),
             reads: Cell::new(0),
             frames: Cell::new(0),
@@ -213,10 +218,11 @@ impl Memo {
         }
     }
 
-    /// After a walk from `regs` under `generation` that made `reads` reads (noted) and
-    /// found `frames` frames.
-    fn keep(&self, regs: Regs, generation: u64, reads: usize, frames: usize) {
+    /// After a walk from `regs` under `generation` that made `reads` reads (noted),
+    /// found `frames` frames and used the starting `bp` if `needs_bp`.
+    fn keep(&self, regs: Regs, generation: u64, reads: usize, frames: usize, needs_bp: bool) {
         self.valid.set(reads <= MEMO);
+        self.needs_bp.set(needs_bp);
         for (s, v) in self.start.iter().zip([regs.ip, regs.sp, regs.bp]) {
             s.set(v);
         }
@@ -237,11 +243,9 @@ impl Memo {
     ) -> Option<usize> {
         let same = self.valid.get()
             && self.generation.get() == generation
-            && self
-                .start
-                .iter()
-                .zip([regs.ip, regs.sp, regs.bp])
-                .all(|(s, v)| s.get() == v);
+            && self.start[0].get() == regs.ip
+            && self.start[1].get() == regs.sp
+            && (!self.needs_bp.get() || self.start[2].get() == regs.bp);
         let frames = self.frames.get() as usize;
         if !same || frames > out.len() {
             return None;
@@ -253,15 +257,21 @@ impl Memo {
             // `ThreadWalk`).
             at.wrapping_sub(regs.sp) <= span && unsafe { (at as *const u64).read_unaligned() } == v
         };
-        let reads = self.reads.get() as usize;
-        for (k, (ra_at, ra)) in self.ra_at.iter().zip(&self.ra).take(reads).enumerate() {
-            let (ra, bp_at) = (ra.get(), self.bp_at[k].get());
-            if !unchanged(ra_at.get(), ra) || bp_at != 0 && !unchanged(bp_at, self.bp[k].get()) {
+        let (reads, frames) = ((self.reads.get() as usize).min(MEMO), frames.min(out.len()));
+        // Indexed, not zipped iterators: this is the whole of a recalled walk, and the
+        // iterator adapters cost a third more instructions.
+        let mut k = 0;
+        while k < reads {
+            let (ra, bp_at) = (self.ra[k].get(), self.bp_at[k].get());
+            if !unchanged(self.ra_at[k].get(), ra)
+                || bp_at != 0 && !unchanged(bp_at, self.bp[k].get())
+            {
                 return None;
             }
-            if let Some(o) = out.get_mut(k).filter(|_| k < frames) {
-                o.write(ra);
+            if k < frames {
+                out[k].write(ra);
             }
+            k += 1;
         }
         Some(frames)
     }
@@ -388,11 +398,11 @@ fn rule_at(addr: u64, index: usize, generation: u64) -> Rule {
 pub fn walk(regs: Regs, out: &mut [MaybeUninit<u64>]) -> Option<usize> {
     crate::tls::with(|t| {
         let w = &t.walk;
-        w.prefetch();
         if let Some(g) = w.trusted(regs.sp) {
             if let Some(len) = w.memo.recall(regs, g, w.hi.get(), out) {
                 return Some(len);
             }
+            w.prefetch();
             match walk_with(regs, out, g, w.hi.get(), w) {
                 Walked::Frames(len, _) => return Some(len),
                 Walked::Unsupported => return None,
@@ -400,6 +410,7 @@ pub fn walk(regs: Regs, out: &mut [MaybeUninit<u64>]) -> Option<usize> {
                 Walked::OutOfBounds => {}
             }
         }
+        w.prefetch();
         let g = generation();
         match walk_with(regs, out, g, u64::MAX, w) {
             Walked::Frames(len, top) => {
@@ -441,6 +452,7 @@ fn walk_with(
     // A word at `at` may be read if `regs.sp <= at` and `at + 8 <= bound`: one compare.
     let (bottom, span) = (regs.sp, bound.wrapping_sub(8).wrapping_sub(regs.sp));
     let (mut len, mut reads) = (0, 0);
+    let (mut bp_is_initial, mut needs_bp) = (true, false);
     // The first frame executes at `ip`; the others after a call, so their rule is that
     // of the call instruction (the return address may start another function's range).
     let mut addr = ip;
@@ -457,6 +469,7 @@ fn walk_with(
             return Walked::Unsupported;
         }
         let base = if rule.0 & Rule::CFA_FROM_BP != 0 {
+            needs_bp |= bp_is_initial;
             bp
         } else {
             sp
@@ -488,6 +501,7 @@ fn walk_with(
             }
             // SAFETY: as for the return address.
             bp = unsafe { (bp_at as *const u64).read_unaligned() };
+            bp_is_initial = false;
         }
         w.memo.note(len, ra_at, ip, bp_at, bp);
         reads += 1;
@@ -499,7 +513,7 @@ fn walk_with(
         len += 1;
         addr = ip - 1;
     }
-    w.memo.keep(regs, generation, reads, len);
+    w.memo.keep(regs, generation, reads, len, needs_bp);
     // Every word read lay below the last CFA.
     Walked::Frames(len, sp)
 }
