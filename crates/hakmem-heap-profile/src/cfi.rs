@@ -184,6 +184,9 @@ struct Memo {
     /// `rbp` of each frame) and the frames found: the first `frames` return addresses.
     reads: Cell<u8>,
     frames: Cell<u8>,
+    /// The number of the thread's walks so far: the identity of the last, which a
+    /// recalled walk reports too (so a caller may reuse what it made of those frames).
+    serial: Cell<u64>,
     ra_at: [Cell<u64>; MEMO],
     ra: [Cell<u64>; MEMO],
     bp_at: [Cell<u64>; MEMO],
@@ -199,6 +202,7 @@ impl Memo {
             generation: Cell::new(0),
             reads: Cell::new(0),
             frames: Cell::new(0),
+            serial: Cell::new(0),
             ra_at: [const { Cell::new(0) }; MEMO],
             ra: [const { Cell::new(0) }; MEMO],
             bp_at: [const { Cell::new(0) }; MEMO],
@@ -222,6 +226,7 @@ impl Memo {
     /// found `frames` frames and used the starting `bp` if `needs_bp`.
     fn keep(&self, regs: Regs, generation: u64, reads: usize, frames: usize, needs_bp: bool) {
         self.valid.set(reads <= MEMO);
+        self.serial.set(self.serial.get() + 1);
         self.needs_bp.set(needs_bp);
         for (s, v) in self.start.iter().zip([regs.ip, regs.sp, regs.bp]) {
             s.set(v);
@@ -393,18 +398,20 @@ fn rule_at(addr: u64, index: usize, generation: u64) -> Rule {
 
 /// Walk the stack from `regs` (the registers of the calling function, at the point
 /// `regs.ip`), writing the return addresses of the frames above it to `out`, innermost
-/// first: `out[..n]` written when it returns `Some(n)`. `None` when a frame's rule is one
-/// this unwinder does not follow.
-pub fn walk(regs: Regs, out: &mut [MaybeUninit<u64>]) -> Option<usize> {
+/// first: `out[..n]` written when it returns `Some((n, serial))`, where `serial`
+/// identifies the frames among the thread's walks: two walks of a thread with the same
+/// `serial` found the same frames (the second recalled the first). `None` when a frame's
+/// rule is one this unwinder does not follow.
+pub fn walk(regs: Regs, out: &mut [MaybeUninit<u64>]) -> Option<(usize, u64)> {
     crate::tls::with(|t| {
         let w = &t.walk;
         if let Some(g) = w.trusted(regs.sp) {
             if let Some(len) = w.memo.recall(regs, g, w.hi.get(), out) {
-                return Some(len);
+                return Some((len, w.memo.serial.get()));
             }
             w.prefetch();
             match walk_with(regs, out, g, w.hi.get(), w) {
-                Walked::Frames(len, _) => return Some(len),
+                Walked::Frames(len, _) => return Some((len, w.memo.serial.get())),
                 Walked::Unsupported => return None,
                 // A rule from before a `dlclose`: again, with the loader's generation.
                 Walked::OutOfBounds => {}
@@ -415,7 +422,7 @@ pub fn walk(regs: Regs, out: &mut [MaybeUninit<u64>]) -> Option<usize> {
         match walk_with(regs, out, g, u64::MAX, w) {
             Walked::Frames(len, top) => {
                 w.learn(g, regs.sp, top);
-                Some(len)
+                Some((len, w.memo.serial.get()))
             }
             Walked::Unsupported | Walked::OutOfBounds => None,
         }
@@ -658,16 +665,23 @@ pub(crate) mod tests {
         std::thread::spawn(f).join().unwrap();
     }
 
-    #[inline(never)]
+    /// Inlined, so that the walk's first return address is into its caller.
+    #[inline(always)]
     fn walk_here(out: &mut [MaybeUninit<u64>]) -> Vec<u64> {
-        let n = walk(Regs::here(), out).unwrap();
+        walk_here_numbered(out).0
+    }
+
+    /// [`walk_here`], with the walk's serial number.
+    #[inline(never)]
+    fn walk_here_numbered(out: &mut [MaybeUninit<u64>]) -> (Vec<u64>, u64) {
+        let (n, serial) = walk(Regs::here(), out).unwrap();
         // SAFETY: `walk` wrote `out[..n]`.
         let frames = out[..n]
             .iter()
             .map(|f| unsafe { f.assume_init() })
             .collect();
         core::hint::black_box(out);
-        frames
+        (frames, serial)
     }
 
     /// A walk that trusts its thread's last generation and meets a rule cached before a
@@ -737,6 +751,10 @@ pub(crate) mod tests {
                 starts[0], starts[1],
                 "both walks start at the same stack pointer"
             );
+            // The same call again and again: recalled, with the first's serial number.
+            let walks: Vec<_> = (0..3).map(|_| walk_here_numbered(&mut out)).collect();
+            assert_eq!(walks[1], walks[2]);
+            assert_ne!(walks[1].1, 0);
             assert_ne!(seen[0][0], seen[1][0], "returns into different callers");
             assert_eq!(seen[0][1..], seen[1][1..]);
         });

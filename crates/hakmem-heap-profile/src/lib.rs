@@ -276,9 +276,29 @@ fn alloc_sampled(size: usize, align: usize, zeroed: bool) -> *mut u8 {
     frames.capture();
     let index = INTERVAL_INDEX.load(Relaxed);
     let w = 1.0 / sample_probability(size, INTERVALS[index].load(Relaxed));
-    let stack = table::record_alloc(frames.as_slice(), w, size as f64 * w);
+    let stack = record_stack(&frames, w, size as f64 * w);
     arena::set_tag(block.ptr, tag(stack, index));
     block.ptr
+}
+
+/// Note a sample at `frames` in the stack table; its stack's id. A thread that samples
+/// from the stack of its last sample again (its unwinder recalled the same walk) reuses
+/// that stack's id, without hashing the frames and looking them up in the table.
+fn record_stack(frames: &unwind::Frames, objects: f64, bytes: f64) -> u32 {
+    let last = tls::with(|t| t.last_stack.get());
+    match frames.walk() {
+        Some(walk) if walk == last.0 => {
+            table::record_alloc_at(last.1, objects, bytes);
+            last.1
+        }
+        walk => {
+            let id = table::record_alloc(frames.as_slice(), objects, bytes);
+            if let Some(walk) = walk {
+                tls::with(|t| t.last_stack.set((walk, id)));
+            }
+            id
+        }
+    }
 }
 
 /// Whether the block `p` is a sampled block: whether it lies in the profiler's arena.

@@ -144,15 +144,30 @@ pub fn record_alloc(frames: &[u64], objects: f64, bytes: f64) -> u32 {
             return 0; // never: sampling starts after `init`
         }
         let id = t.intern(frames);
-        let e = t.entry(id);
-        e.alloc_objects += objects;
-        e.alloc_bytes += bytes;
-        e.inuse_objects += objects;
-        e.inuse_bytes += bytes;
-        e.samples += 1;
-        e.live += 1;
+        t.entry(id).add_sample(objects, bytes);
         id
     })
+}
+
+/// [`record_alloc`] for a stack whose id the caller has (an id [`record_alloc`] returned:
+/// ids stay valid for the process's life).
+pub fn record_alloc_at(id: u32, objects: f64, bytes: f64) {
+    TABLE.with(|t| {
+        if !t.entries.is_null() && id < LEN.load(Relaxed) {
+            t.entry(id).add_sample(objects, bytes);
+        }
+    })
+}
+
+impl Entry {
+    fn add_sample(&mut self, objects: f64, bytes: f64) {
+        self.alloc_objects += objects;
+        self.alloc_bytes += bytes;
+        self.inuse_objects += objects;
+        self.inuse_bytes += bytes;
+        self.samples += 1;
+        self.live += 1;
+    }
 }
 
 /// Note the free of a block sampled at stack `id` with these weights.

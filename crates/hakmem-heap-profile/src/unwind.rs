@@ -41,6 +41,8 @@ extern "C" {
 pub struct Frames {
     ips: [MaybeUninit<u64>; MAX_DEPTH],
     len: usize,
+    /// Which of the thread's walks found these frames ([`Frames::walk`]), 0 if unknown.
+    walk: u64,
 }
 
 impl Default for Frames {
@@ -54,6 +56,7 @@ impl Frames {
         Frames {
             ips: [const { MaybeUninit::uninit() }; MAX_DEPTH],
             len: 0,
+            walk: 0,
         }
     }
 
@@ -63,8 +66,9 @@ impl Frames {
     #[inline(never)]
     pub fn capture(&mut self) {
         #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
-        if let Some(len) = crate::cfi::walk(crate::cfi::Regs::here(), &mut self.ips) {
+        if let Some((len, walk)) = crate::cfi::walk(crate::cfi::Regs::here(), &mut self.ips) {
             self.len = len;
+            self.walk = walk;
             return;
         }
         self.capture_libgcc();
@@ -75,6 +79,7 @@ impl Frames {
     #[inline(always)]
     pub fn capture_libgcc(&mut self) {
         self.len = 0;
+        self.walk = 0;
         extern "C" fn step(ctx: *mut UnwindContext, arg: *mut c_void) -> c_int {
             // SAFETY: `arg` is the `Frames` passed below, alive for the whole walk.
             let frames = unsafe { &mut *arg.cast::<Frames>() };
@@ -103,6 +108,13 @@ impl Frames {
             self.ips.copy_within(1..self.len, 0);
             self.len -= 1;
         }
+    }
+
+    /// A number such that two captures of one thread with the same number found the same
+    /// frames (the cached unwinder recalled the first walk for the second); `None` when
+    /// not known.
+    pub fn walk(&self) -> Option<u64> {
+        (self.walk != 0).then_some(self.walk)
     }
 
     pub fn as_slice(&self) -> &[u64] {
@@ -142,7 +154,7 @@ mod tests {
             let mut followed = None;
             nest(6, &mut || {
                 let mut ips = [core::mem::MaybeUninit::uninit(); super::MAX_DEPTH];
-                followed = crate::cfi::walk(crate::cfi::Regs::here(), &mut ips);
+                followed = crate::cfi::walk(crate::cfi::Regs::here(), &mut ips).map(|(n, _)| n);
                 ours.capture();
                 libgcc(&mut theirs);
                 // Not a tail call: the closure's frame stays on both stacks.
