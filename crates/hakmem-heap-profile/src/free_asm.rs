@@ -17,7 +17,7 @@
 //! alone, and never touches the x87 stack or MXCSR) and system calls (`madvise`,
 //! `sched_yield`), and no libm or string function, which may be AVX code that zeroes
 //! those upper halves (the weight of a sample is computed without `expm1` for this
-//! reason: `crate::sample_probability`). A test checks the `ymm` registers.
+//! reason: `crate::sample_weight`). A test checks the `ymm` registers.
 
 use core::arch::{asm, naked_asm};
 

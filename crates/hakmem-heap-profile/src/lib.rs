@@ -213,11 +213,12 @@ fn decide(size: usize) -> bool {
     RUNNING.load(Relaxed) && !is_busy()
 }
 
-/// The probability that an allocation of `size` bytes is sampled at `interval`:
-/// `1 - e^(-size / interval)`, in plain arithmetic ([`math::one_minus_exp_neg`]).
-fn sample_probability(size: usize, interval: usize) -> f64 {
-    let p = math::one_minus_exp_neg(size.max(1) as f64 / interval.max(1) as f64);
-    p.max(f64::MIN_POSITIVE)
+/// The weight of a sample of `size` bytes at `interval`: the inverse of its probability,
+/// `1 / (1 - e^(-size / interval))`, in plain arithmetic
+/// ([`math::inverse_one_minus_exp_neg`]).
+fn sample_weight(size: usize, interval: usize) -> f64 {
+    let w = math::inverse_one_minus_exp_neg(size.max(1) as f64, interval.max(1) as f64);
+    w.min(1.0 / f64::MIN_POSITIVE)
 }
 
 /// Marks the thread busy for the guard's life (re-entrant).
@@ -275,7 +276,7 @@ fn alloc_sampled(size: usize, align: usize, zeroed: bool) -> *mut u8 {
     let mut frames = unwind::Frames::new();
     frames.capture();
     let index = INTERVAL_INDEX.load(Relaxed);
-    let w = 1.0 / sample_probability(size, INTERVALS[index].load(Relaxed));
+    let w = sample_weight(size, INTERVALS[index].load(Relaxed));
     let stack = record_stack(&frames, w, size as f64 * w);
     arena::set_tag(block.ptr, tag(stack, index));
     block.ptr
@@ -343,7 +344,7 @@ pub unsafe fn free_if_sampled(p: *mut u8) -> bool {
 pub unsafe fn free_sampled(p: *mut u8) {
     let (size, tag) = arena::free(p);
     let (stack, index) = untag(tag);
-    let w = 1.0 / sample_probability(size, INTERVALS[index].load(Relaxed));
+    let w = sample_weight(size, INTERVALS[index].load(Relaxed));
     table::record_free(stack, w, size as f64 * w);
 }
 

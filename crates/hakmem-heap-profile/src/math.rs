@@ -1,7 +1,8 @@
-//! `1 - e^(-x)` in plain arithmetic (additions, multiplications and divisions): no libm
-//! call, because libm's `expm1` is an FMA routine (VEX-encoded), and the free of a sampled
-//! block computes it where the caller's vector registers are kept only in their SSE
-//! halves (`free_asm.rs`). A test compares it with libm.
+//! `1 - e^(-x)` and its inverse (a sample's probability and weight) in plain arithmetic
+//! (additions, multiplications and divisions): no libm call, because libm's `expm1` is an
+//! FMA routine (VEX-encoded), and the free of a sampled block computes the weight where
+//! the caller's vector registers are kept only in their SSE halves (`free_asm.rs`).
+//! Tests compare both with libm.
 
 /// `1 - e^(-x)` for `x >= 0`, within a few units in the last place of libm's.
 pub fn one_minus_exp_neg(x: f64) -> f64 {
@@ -39,6 +40,22 @@ pub fn one_minus_exp_neg(x: f64) -> f64 {
     1.0 - e * f64::from_bits((1023 - k) << 52)
 }
 
+/// `1 / (1 - e^(-x))` for `x = size / interval > 0`: the weight of a sample. Below
+/// [`SMALL`] by its Laurent series `1/x + 1/2 + x/12 - x^3/720`, whose next term,
+/// `x^5/30240`, is under `2^-54` of the sum there: `interval / size` and `size / interval`
+/// are independent divisions, which the processor runs side by side, where the general
+/// case waits for one division, then the series, then another.
+pub fn inverse_one_minus_exp_neg(size: f64, interval: f64) -> f64 {
+    let x = size / interval;
+    if x < SMALL {
+        return interval / size + 0.5 + x * (I12 - x * x * I720);
+    }
+    1.0 / one_minus_exp_neg(x)
+}
+
+/// `1/12`, for the Laurent series.
+const I12: f64 = 1.0 / 12.0;
+
 /// Below this, [`one_minus_exp_neg`] sums six terms: blocks under 2 KiB at the default
 /// interval of 512 KiB, most samples of most programs.
 const SMALL: f64 = 1.0 / 256.0;
@@ -63,6 +80,23 @@ const INVERSES: [f64; 23] = {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn inverse_agrees_with_libm() {
+        let interval = 524_288.0;
+        let mut size = 1.0f64;
+        while size < 64.0 * interval {
+            let (ours, libm) = (
+                super::inverse_one_minus_exp_neg(size, interval),
+                1.0 / -(-size / interval).exp_m1(),
+            );
+            assert!(
+                (ours - libm).abs() <= 4.0 * f64::EPSILON * libm,
+                "size {size}: {ours} against {libm}"
+            );
+            size = (size * 1.01).ceil();
+        }
+    }
+
     #[test]
     fn one_minus_exp_neg_agrees_with_libm() {
         let mut x = 1e-9;
