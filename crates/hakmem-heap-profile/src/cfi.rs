@@ -123,9 +123,8 @@ fn slot_index(addr: u64) -> usize {
     (addr.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 52) as usize % CACHE_SLOTS
 }
 
-/// Frames of a walk whose cache slots a thread remembers for its next walk.
-pub const HINTS: usize = 16;
-const _: () = assert!(CACHE_SLOTS <= 1 << 16);
+/// Innermost frames of a thread's last walk whose cache slots its next walk prefetches.
+const HINTS: usize = 16;
 
 /// Walks a thread makes on the loader generation it last read before reading it again.
 const RECHECK: u32 = 16;
@@ -148,9 +147,6 @@ static LAST_GENERATION: AtomicU64 = AtomicU64::new(0);
 /// whose stack pointer is outside `[lo, hi)` (deeper than before, or on another stack: a
 /// coroutine's, a signal stack) reads the generation first.
 pub struct ThreadWalk {
-    /// The rule-cache slots of the innermost frames of the last walk, prefetched at the
-    /// start of the next ([`ThreadWalk::prefetch`]).
-    hints: [Cell<u16>; HINTS],
     generation: Cell<u64>,
     /// Walks since `generation` was read.
     since: Cell<u32>,
@@ -162,6 +158,7 @@ pub struct ThreadWalk {
 /// Reads of a walk a thread remembers ([`Memo`]): stacks that took up to this many are
 /// recalled without a walk.
 const MEMO: usize = 24;
+const _: () = assert!(HINTS <= MEMO + 1);
 
 /// The last walk of a thread, as the words of its stack it read. A walk is a function of
 /// its starting registers, the rules (the generation) and those words, so a walk from the
@@ -251,7 +248,10 @@ impl Memo {
             && self.start[0].get() == regs.ip
             && self.start[1].get() == regs.sp
             && (!self.needs_bp.get() || self.start[2].get() == regs.bp);
-        let frames = self.frames.get() as usize;
+        let (reads, frames) = (
+            (self.reads.get() as usize).min(MEMO),
+            self.frames.get() as usize,
+        );
         if !same || frames > out.len() {
             return None;
         }
@@ -262,7 +262,6 @@ impl Memo {
             // `ThreadWalk`).
             at.wrapping_sub(regs.sp) <= span && unsafe { (at as *const u64).read_unaligned() } == v
         };
-        let (reads, frames) = ((self.reads.get() as usize).min(MEMO), frames.min(out.len()));
         // Indexed, not zipped iterators: this is the whole of a recalled walk, and the
         // iterator adapters cost a third more instructions.
         let mut k = 0;
@@ -285,7 +284,6 @@ impl Memo {
 impl ThreadWalk {
     pub const fn new() -> Self {
         ThreadWalk {
-            hints: [const { Cell::new(0) }; HINTS],
             generation: Cell::new(0),
             since: Cell::new(0),
             lo: Cell::new(0),
@@ -294,15 +292,19 @@ impl ThreadWalk {
         }
     }
 
-    /// Ask for the cache lines of the slots the last walk used, all at once. Samples
-    /// come a thousand allocations apart, long enough for the program to evict the
-    /// cache, and a walk finds each frame's slot only after reading the frame before:
-    /// without this, each frame of a walk waits for a miss of its own, one after the
-    /// other. The same call sites sample again and again, so the lines asked for are
+    /// Ask for the cache lines of the slots the last walk used for its [`HINTS`]
+    /// innermost frames (its starting `ip` and the return addresses in its memo), all at
+    /// once. Samples come a thousand allocations apart, long enough for the program to
+    /// evict the cache, and a walk finds each frame's slot only after reading the frame
+    /// before: without this, each frame of a walk waits for a miss of its own, one after
+    /// the other. The same call sites sample again and again, so the lines asked for are
     /// mostly the ones the walk reads.
     fn prefetch(&self) {
-        for h in &self.hints {
-            let line = &CACHE[h.get() as usize % CACHE_SLOTS] as *const _ as *const i8;
+        let m = &self.memo;
+        let addrs = core::iter::once(m.start[0].get())
+            .chain(m.ra[..HINTS - 1].iter().map(|ra| ra.get().wrapping_sub(1)));
+        for addr in addrs {
+            let line = &CACHE[slot_index(addr)] as *const _ as *const i8;
             // SAFETY: a prefetch reads nothing the program sees and cannot fault; the
             // address is inside `CACHE`.
             unsafe {
@@ -439,8 +441,7 @@ enum Walked {
 }
 
 /// [`walk`] with the rules of `generation`, reading the stack only inside
-/// `[regs.sp, bound)`; the slots of the innermost frames are noted in `w`'s hints, the
-/// words read in its memo.
+/// `[regs.sp, bound)`; the words read are noted in `w`'s memo.
 #[inline(never)]
 fn walk_with(
     regs: Regs,
@@ -450,7 +451,6 @@ fn walk_with(
     w: &ThreadWalk,
 ) -> Walked {
     w.memo.valid.set(false);
-    let hints = &w.hints;
     let Regs {
         mut ip,
         mut sp,
@@ -464,11 +464,7 @@ fn walk_with(
     // of the call instruction (the return address may start another function's range).
     let mut addr = ip;
     while len < out.len() {
-        let index = slot_index(addr);
-        if len < HINTS {
-            hints[len].set(index as u16);
-        }
-        let rule = rule_at(addr, index, generation);
+        let rule = rule_at(addr, slot_index(addr), generation);
         if rule.0 & (Rule::END.0 | Rule::UNSUPPORTED.0) != 0 {
             if rule == Rule::END {
                 break;
