@@ -346,7 +346,7 @@ fn obtain(need: usize) -> Option<(usize, usize, bool)> {
         }
         clear_chunk_bits(c.base, c.map_size);
         // SAFETY: a cached mapping is ours and unused.
-        let p = unsafe { os::remap_aligned(c.base as *mut u8, c.map_size, need, CHUNK_SIZE) };
+        let p = unsafe { remap(c.base, c.map_size, need) };
         if !p.is_null() {
             chunk_map::insert(p as usize);
             return Some((p as usize, need, false));
@@ -359,6 +359,31 @@ fn obtain(need: usize) -> Option<(usize, usize, bool)> {
     let size = os::round_up(need, CHUNK_SIZE)?;
     let p = os::map_aligned(size, CHUNK_SIZE);
     (!p.is_null()).then_some((p as usize, size, true))
+}
+
+/// Resize the mapping `[base, base + old)` to `new` bytes with `mremap`, in place or
+/// moved ([`os::remap_aligned`]); null on failure, the mapping untouched.
+///
+/// `mremap` takes one kernel mapping only, and a block's huge-page advice (over its
+/// whole 2 MiB stretches, see [`alloc`]) splits its mapping in two when it has a tail; so
+/// does an extent merged from differently advised neighbours. When the first try fails
+/// and the profile asks for huge pages, the whole range is advised alike, which makes it
+/// one kernel mapping again, and the move is tried once more: a block that grows is about
+/// to write its tail anyway, and the alternative is a copy into fresh pages.
+///
+/// # Safety
+/// The range is a whole large mapping (or cached extent) the caller owns and does not
+/// use meanwhile; on success the old addresses (if different) are not used again.
+unsafe fn remap(base: usize, old: usize, new: usize) -> *mut u8 {
+    // SAFETY: by the caller.
+    let p = unsafe { os::remap_aligned(base as *mut u8, old, new, CHUNK_SIZE) };
+    if !p.is_null() || !config::current().huge_pages {
+        return p;
+    }
+    // SAFETY: the caller's mapping; the advice changes no byte of it.
+    unsafe { os::advise_huge_pages(base as *mut u8, old, true) };
+    // SAFETY: by the caller, as above.
+    unsafe { os::remap_aligned(base as *mut u8, old, new, CHUNK_SIZE) }
 }
 
 /// Cache `c` (the newest entry), evicting the oldest when the cache is full; returns
@@ -453,7 +478,7 @@ pub unsafe fn realloc(h: Large, new_size: usize) -> *mut u8 {
     // map a chunk there and set its bit, which we must not clear.
     chunk_map::remove(base);
     // SAFETY: the whole mapping is ours.
-    let moved = unsafe { os::remap_aligned(base as *mut u8, old_map, target, CHUNK_SIZE) };
+    let moved = unsafe { remap(base, old_map, target) };
     if moved.is_null() {
         chunk_map::insert(base);
         return null_mut();
