@@ -140,10 +140,28 @@ pub fn pop(c: Class) -> *mut u8 {
     let b = bin.head;
     if !b.is_null() {
         // SAFETY: blocks in a bin are free and linked.
-        bin.head = unsafe { (*b).next };
+        let next = unsafe { (*b).next };
+        prefetch(next);
+        bin.head = next;
         bin.room += 1;
     }
     b.cast()
+}
+
+/// Start loading the line of `b`, the bin's next block, while the caller works with the
+/// block just popped. A bin's blocks are linked in the order they were freed: in a
+/// program that frees its objects in random order and allocates again, each one's line is
+/// cold, and without this every allocation waits for the miss of the one before it
+/// (c-batch-rand: 93 % of `malloc`'s samples on that load, `perf annotate`).
+#[inline(always)]
+fn prefetch(b: *mut Block) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: a prefetch reads no byte and faults on no address, null included.
+    unsafe {
+        core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(b.cast())
+    };
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = b;
 }
 
 /// Free a block of class `c`.
