@@ -61,11 +61,6 @@ pub struct Policy {
     pub background_return: bool,
     /// Freed large mappings kept, at most (also bounded by the bytes above).
     pub large_cache_entries: usize,
-    /// Whether hakmem asks for transparent huge pages (`MADV_HUGEPAGE`): over the whole
-    /// 2 MiB stretches of a fresh large block's mapping, and over superslabs of single
-    /// slabs once its mappings are large (`superslab::HUGE_PAGES_FROM`). One page fault and
-    /// one TLB entry per 2 MiB instead of 512, for a touched stretch resident whole.
-    pub huge_pages: bool,
 }
 
 const POLICIES: [Policy; 3] = [
@@ -78,7 +73,6 @@ const POLICIES: [Policy; 3] = [
         retain_ms: 5_000,
         background_return: false,
         large_cache_entries: 64,
-        huge_pages: true,
     },
     Policy {
         decommit: Some(Decommit::Lazy),
@@ -89,18 +83,16 @@ const POLICIES: [Policy; 3] = [
         retain_ms: 1_000,
         background_return: true,
         large_cache_entries: 32,
-        huge_pages: true,
     },
     Policy {
         decommit: Some(Decommit::Now),
-        cache_bytes: 8 * 1024,
-        cache_min: 2,
-        cache_max: 64,
+        cache_bytes: 32 * 1024,
+        cache_min: 4,
+        cache_max: 256,
         retain_floor: 4 << 20,
         retain_ms: 250,
         background_return: true,
         large_cache_entries: 16,
-        huge_pages: false,
     },
 ];
 

@@ -116,14 +116,10 @@ pub fn alloc(size: usize, align: usize) -> (*mut u8, bool) {
     unsafe { write_header(base, map_size, offset, size) };
     if fresh {
         chunk_map::insert(base);
-        if config::current().huge_pages {
-            // Only the whole 2 MiB stretches the block covers, so that a touched one is
-            // the block's own memory; the advice stays with the mapping when it is cached.
-            // SAFETY: a stretch of the fresh mapping, which is ours.
-            unsafe {
-                os::advise_huge_pages(base as *mut u8, need & !(os::HUGE_PAGE_SIZE - 1), true)
-            };
-        }
+        // Only the whole 2 MiB stretches the block covers, so that a touched one is the
+        // block's own memory; the advice stays with the mapping when it is cached.
+        // SAFETY: a stretch of the fresh mapping, which is ours.
+        unsafe { os::advise_huge_pages(base as *mut u8, need & !(os::HUGE_PAGE_SIZE - 1), true) };
     }
     LARGE_BYTES.fetch_add(map_size, Ordering::Relaxed);
     ((base + offset) as *mut u8, fresh)
@@ -366,8 +362,8 @@ fn obtain(need: usize) -> Option<(usize, usize, bool)> {
 ///
 /// `mremap` takes one kernel mapping only, and a block's huge-page advice (over its
 /// whole 2 MiB stretches, see [`alloc`]) splits its mapping in two when it has a tail; so
-/// does an extent merged from differently advised neighbours. When the first try fails
-/// and the profile asks for huge pages, the whole range is advised alike, which makes it
+/// does an extent merged from differently advised neighbours. When the first try fails,
+/// the whole range is advised alike, which makes it
 /// one kernel mapping again, and the move is tried once more: a block that grows is about
 /// to write its tail anyway, and the alternative is a copy into fresh pages.
 ///
@@ -377,7 +373,7 @@ fn obtain(need: usize) -> Option<(usize, usize, bool)> {
 unsafe fn remap(base: usize, old: usize, new: usize) -> *mut u8 {
     // SAFETY: by the caller.
     let p = unsafe { os::remap_aligned(base as *mut u8, old, new, CHUNK_SIZE) };
-    if !p.is_null() || !config::current().huge_pages {
+    if !p.is_null() {
         return p;
     }
     // SAFETY: the caller's mapping; the advice changes no byte of it.

@@ -100,7 +100,8 @@ static ABANDONED: [SpinLock<Stack>; 2] = [SpinLock::new(Stack::new()), SpinLock:
 /// An empty superslab owned by nobody, from the cache or freshly mapped; null when the
 /// OS refuses. `spans`: what it is wanted for ([`SuperSlab::carves_spans`]); a fresh
 /// mapping wanted for single slabs is advised for huge pages before its header is
-/// written (where the profile wants them), so that its first 2 MiB can be one too.
+/// written (once the heap is large, [`crate::superslab::HUGE_PAGES_FROM`]), so that its
+/// first 2 MiB can be one too.
 pub fn acquire(spans: bool) -> *mut SuperSlab {
     let mut advised = false;
     let cached = EMPTY.lock().pop();

@@ -23,7 +23,6 @@
 //! `remote` list and set its bit in `remote_pending`.
 
 use crate::chunk_map::{ChunkHeader, CHUNK_SHIFT, CHUNK_SIZE, MAP_FREE, MAP_HEADER, SLABS};
-use crate::config;
 use crate::os;
 use crate::remote::{Block, RemoteFreeList};
 use crate::size_class::{
@@ -151,15 +150,14 @@ pub struct SuperSlab {
 }
 
 /// hakmem's mappings, in bytes, from which superslabs of single slabs ask for huge pages
-/// (where the profile wants them): below it, a 2 MiB page made resident by a few small
+/// (in every profile; lean's decommit of a free slab splits the page it lies in): below it, a 2 MiB page made resident by a few small
 /// blocks would be most of a small program's memory; above it, a heap that large gains
 /// one page fault and one TLB entry per 2 MiB instead of 512.
 pub const HUGE_PAGES_FROM: usize = 32 << 20;
 
 /// Whether a superslab of single slabs asks for huge pages now ([`HUGE_PAGES_FROM`]).
 pub fn huge_pages_pay() -> bool {
-    config::current().huge_pages
-        && os::COUNTERS.mapped_bytes.load(Ordering::Relaxed) >= HUGE_PAGES_FROM
+    os::COUNTERS.mapped_bytes.load(Ordering::Relaxed) >= HUGE_PAGES_FROM
 }
 
 /// Transparent huge pages asked for a superslab's mapping ([`crate::os::advise_huge_pages`]).
@@ -258,7 +256,7 @@ impl SuperSlab {
         self.spans.get()
     }
 
-    /// Ask for huge pages for the whole superslab (`huge`) where the profile wants them,
+    /// Ask for huge pages for the whole superslab (`huge`) once the heap is large,
     /// or for none where they were asked for before; no system call when the mapping
     /// already carries the advice.
     fn advise(&self, huge: bool) {

@@ -1,5 +1,5 @@
-//! Transparent huge pages in the `fast` profile (the default), where hakmem asks for
-//! them: over the whole 2 MiB stretches a large block covers, and over superslabs of single
+//! Transparent huge pages, which hakmem asks for in every profile (these tests run in the
+//! default, `fast`): over the whole 2 MiB stretches a large block covers, and over superslabs of single
 //! slabs once hakmem's mappings pass 32 MiB (not over superslabs of spans).
 //!
 //! A large block's advice covers only its whole stretches: the kernel shows the advice as
