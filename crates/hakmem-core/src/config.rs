@@ -67,7 +67,7 @@ const POLICIES: [Policy; 3] = [
     Policy {
         decommit: None,
         cache_bytes: 64 * 1024,
-        cache_min: 4,
+        cache_min: 8,
         cache_max: 512,
         retain_floor: 64 << 20,
         retain_ms: 5_000,
@@ -77,7 +77,7 @@ const POLICIES: [Policy; 3] = [
     Policy {
         decommit: Some(Decommit::Lazy),
         cache_bytes: 32 * 1024,
-        cache_min: 4,
+        cache_min: 8,
         cache_max: 256,
         retain_floor: 16 << 20,
         retain_ms: 1_000,
@@ -87,7 +87,7 @@ const POLICIES: [Policy; 3] = [
     Policy {
         decommit: Some(Decommit::Now),
         cache_bytes: 32 * 1024,
-        cache_min: 4,
+        cache_min: 8,
         cache_max: 256,
         retain_floor: 4 << 20,
         retain_ms: 250,
