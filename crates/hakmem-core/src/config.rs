@@ -5,8 +5,8 @@
 //! - `Balanced`: the same for 1 s, given back by a background thread too, so an idle
 //!   program returns it; free slabs of live superslabs decommitted with `MADV_FREE` once
 //!   they stayed free.
-//! - `Lean`: small thread caches; kept for 250 ms, background return; free slabs
-//!   decommitted with `MADV_DONTNEED`.
+//! - `Lean`: balanced's thread caches (half of fast's); kept for 250 ms, background
+//!   return; free slabs decommitted with `MADV_DONTNEED`, so their pages leave RSS at once.
 
 use crate::os::Decommit;
 use crate::sync::{AtomicU8, Ordering};

@@ -363,9 +363,9 @@ fn obtain(need: usize) -> Option<(usize, usize, bool)> {
 /// `mremap` takes one kernel mapping only, and a block's huge-page advice (over its
 /// whole 2 MiB stretches, see [`alloc`]) splits its mapping in two when it has a tail; so
 /// does an extent merged from differently advised neighbours. When the first try fails,
-/// the whole range is advised alike, which makes it
-/// one kernel mapping again, and the move is tried once more: a block that grows is about
-/// to write its tail anyway, and the alternative is a copy into fresh pages.
+/// the whole range is advised alike, which makes it one kernel mapping again, and the
+/// move is tried once more: a block that grows is about to write its tail anyway, and the
+/// alternative is a copy into fresh pages.
 ///
 /// # Safety
 /// The range is a whole large mapping (or cached extent) the caller owns and does not

@@ -150,9 +150,10 @@ pub struct SuperSlab {
 }
 
 /// hakmem's mappings, in bytes, from which superslabs of single slabs ask for huge pages
-/// (in every profile; lean's decommit of a free slab splits the page it lies in): below it, a 2 MiB page made resident by a few small
-/// blocks would be most of a small program's memory; above it, a heap that large gains
-/// one page fault and one TLB entry per 2 MiB instead of 512.
+/// (in every profile; lean's decommit of a free slab splits the page it lies in): below
+/// it, a 2 MiB page made resident by a few small blocks would be most of a small
+/// program's memory; above it, a heap that large gains one page fault and one TLB entry
+/// per 2 MiB instead of 512.
 pub const HUGE_PAGES_FROM: usize = 32 << 20;
 
 /// Whether a superslab of single slabs asks for huge pages now ([`HUGE_PAGES_FROM`]).

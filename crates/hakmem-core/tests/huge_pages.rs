@@ -1,6 +1,7 @@
 //! Transparent huge pages, which hakmem asks for in every profile (these tests run in the
-//! default, `fast`): over the whole 2 MiB stretches a large block covers, and over superslabs of single
-//! slabs once hakmem's mappings pass 32 MiB (not over superslabs of spans).
+//! default, `fast`): over the whole 2 MiB stretches a large block covers, and over
+//! superslabs of single slabs once hakmem's mappings pass 32 MiB (not over superslabs of
+//! spans).
 //!
 //! A large block's advice covers only its whole stretches: the kernel shows the advice as
 //! the `hg` flag of the mapping in `/proc/self/smaps`. The tail of the block past its
