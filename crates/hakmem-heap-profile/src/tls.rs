@@ -30,6 +30,9 @@ pub struct State {
     pub rng: Cell<u64>,
     /// Set while this thread samples or writes a profile: its allocations are plain.
     pub busy: Cell<bool>,
+    /// Set when the countdown was last armed while sampling was off
+    /// ([`crate::IDLE_COUNTDOWN`]), so its end is no draw's.
+    pub idle: Cell<bool>,
     /// The walk ([`crate::unwind::Frames::walk`]) of this thread's last sample, and its
     /// stack's id in the table (`(0, _)` before the first).
     pub last_stack: Cell<(u64, u32)>,
@@ -52,6 +55,7 @@ mod imp {
             State {
                 rng: Cell::new(0),
                 busy: Cell::new(false),
+                idle: Cell::new(false),
                 last_stack: Cell::new((0, 0)),
                 #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
                 walk: crate::cfi::ThreadWalk::new(),
