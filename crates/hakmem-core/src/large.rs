@@ -1,4 +1,5 @@
-//! Large blocks (over 64 KiB, or alignment the slabs cannot give): each is its own
+//! Large blocks (over 1 MiB, blocks a resize made larger than
+//! [`crate::block::GROW_LARGE_FROM`], or alignment the slabs cannot give): each is its own
 //! mapping, starting on a chunk boundary with a [`LargeHeader`], the user's bytes at
 //! `offset` from the start.
 //!

@@ -61,7 +61,7 @@ mod sync;
 mod thread_cache;
 mod tls;
 
-pub use block::{alloc_cached, owner, trim, NotFreed, Owner};
+pub use block::{alloc_cached, owner, trim, NotFreed, Owner, GROW_LARGE_FROM};
 pub use chunk_map::CHUNK_SIZE;
 pub use config::Profile;
 pub use large::MAX_ALIGN;

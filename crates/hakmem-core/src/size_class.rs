@@ -157,10 +157,17 @@ static SMALL_TABLE: [u8; TABLE_MAX / 16 + 1] = compute_table();
 /// when it is too large for slabs.
 #[inline(always)]
 pub fn class_of_size(size: usize) -> Option<Class> {
+    class_of_size_upto(size, MAX_SMALL_SIZE)
+}
+
+/// [`class_of_size`] for sizes up to `limit` (at most [`MAX_SMALL_SIZE`]), `None` above:
+/// the limit is tested only where the table does not answer.
+#[inline(always)]
+pub fn class_of_size_upto(size: usize, limit: usize) -> Option<Class> {
     if size <= TABLE_MAX {
         // (size + 15) / 16 <= 64: always in bounds.
         Some(Class(SMALL_TABLE[(size + 15) >> 4] as usize))
-    } else if size <= MAX_SMALL_SIZE {
+    } else if size <= limit {
         Some(class_of_mid(size))
     } else {
         None
