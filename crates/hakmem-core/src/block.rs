@@ -387,14 +387,8 @@ pub unsafe fn realloc<const CHECKED: bool>(
 /// As for [`realloc`] (plain).
 unsafe fn move_to_large(p: *mut u8, old_size: usize, align: usize, new_size: usize) -> *mut u8 {
     let q = alloc_large(new_size, align).0;
-    if !q.is_null() {
-        // SAFETY: both blocks hold at least the bytes copied and do not overlap.
-        unsafe {
-            core::ptr::copy_nonoverlapping(p, q, old_size.min(new_size));
-            dealloc::<false>(p, old_size, align);
-        }
-    }
-    q
+    // SAFETY: by the caller; `q` is fresh.
+    unsafe { move_into::<false>(p, q, old_size, align, new_size) }
 }
 
 /// Allocate anew, copy, free the old block.
@@ -408,6 +402,22 @@ unsafe fn move_block<const CHECKED: bool>(
     new_size: usize,
 ) -> *mut u8 {
     let q = alloc::<CHECKED>(new_size, align);
+    // SAFETY: by the caller; `q` is fresh.
+    unsafe { move_into::<CHECKED>(p, q, old_size, align, new_size) }
+}
+
+/// Copy `p`'s bytes into `q` (null: the allocation failed, `p` is left alone) and free
+/// `p`; returns `q`.
+///
+/// # Safety
+/// As for [`realloc`]; `q` is null or a fresh block of at least `new_size` bytes.
+unsafe fn move_into<const CHECKED: bool>(
+    p: *mut u8,
+    q: *mut u8,
+    old_size: usize,
+    align: usize,
+    new_size: usize,
+) -> *mut u8 {
     if !q.is_null() {
         // SAFETY: both blocks hold at least the bytes copied and do not overlap.
         unsafe {
