@@ -387,11 +387,24 @@ pub fn trim() -> bool {
 /// `malloc(size)`.
 #[no_mangle]
 pub extern "C" fn malloc(size: usize) -> *mut c_void {
-    // The fast path takes the heap profiler's countdown (whether profiling is on or not:
-    // with it off, the countdown runs out once per interval and nothing is sampled), then
-    // pops the thread cache; everything else (a sample, a miss, a large block, checked
-    // mode, counting, errno) is one tail call.
+    // The fast path pops the thread cache; everything else (a miss, a large block, heap
+    // profiling, checked mode, counting, errno) is one tail call.
     if mode::plain_alloc() {
+        let p = hakmem_core::alloc_cached(size);
+        if !p.is_null() {
+            return p.cast();
+        }
+        return malloc_counted_down(size);
+    }
+    malloc_not_plain(size)
+}
+
+/// `malloc` when the mode is not plain: while heap profiling is the only thing on, the
+/// profiler's countdown and then the fast path (the common case while profiling, so
+/// not cold); anything else through [`malloc_slow`].
+#[inline(never)]
+fn malloc_not_plain(size: usize) -> *mut c_void {
+    if mode::profiled_only() {
         if heap_profile::should_sample(size) {
             return malloc_sampled(size);
         }
@@ -417,8 +430,8 @@ fn malloc_sampled(size: usize) -> *mut c_void {
     ))
 }
 
-/// `malloc` after its fast path took the countdown (so not again) and missed the thread
-/// cache.
+/// `malloc` after its fast path missed the thread cache (having taken the profiler's
+/// countdown if it is on, so not again).
 #[cold]
 #[inline(never)]
 fn malloc_counted_down(size: usize) -> *mut c_void {

@@ -23,7 +23,8 @@ const COUNTED: u8 = 4;
 /// Allocations are counted down for the heap profiler ([`crate::heap_profile`]); set
 /// once and never cleared, since sampled blocks may be freed at any time later. Frees
 /// ignore it ([`plain_free`]): a sampled block is never a block start, so `free`'s fast
-/// path misses it anyway.
+/// path misses it anyway. `malloc` does not ([`plain_alloc`]): it counts down only while
+/// the bit is set.
 const PROFILED: u8 = 8;
 
 static MODE: AtomicU8 = AtomicU8::new(UNDECIDED);
@@ -34,23 +35,36 @@ pub fn plain() -> bool {
     MODE.load(Relaxed) == 0
 }
 
-/// The fast path of `malloc` may be taken: the mode is decided, unchecked, uncounted
-/// (heap profiling or not: `malloc`'s fast path takes the profiler's countdown).
+/// The fast path of `malloc` may be taken: the mode is decided, unchecked, uncounted,
+/// and the heap profiler is off (while it is on, `malloc` takes its countdown on a path
+/// of its own, `malloc_profiled`).
 #[inline(always)]
 pub fn plain_alloc() -> bool {
+    none_of::<0xFF>()
+}
+
+/// The fast path of `free` may be taken: the mode is decided, unchecked, uncounted
+/// (heap profiling or not).
+#[inline(always)]
+pub fn plain_free() -> bool {
+    none_of::<{ !PROFILED }>()
+}
+
+/// No bit of `MASK` is set in the mode byte: on x86-64 one `test` of the byte in memory
+/// and a branch, where the compiler loads the byte first (a load, a `test`, a branch),
+/// on every `malloc` and `free`.
+#[inline(always)]
+fn none_of<const MASK: u8>() -> bool {
     #[cfg(target_arch = "x86_64")]
     {
-        // One `test` of the byte in memory and a branch, where the compiler loads it
-        // first: this is on every `malloc`, whose fast path also takes the profiler's
-        // countdown (docs/PROFILING.md, "Costs").
         // SAFETY: reads the mode byte, a static; writes nothing but the flags.
         unsafe {
             core::arch::asm!(
-                "test byte ptr [rip + {mode}], {others}",
-                "jnz {not_plain}",
+                "test byte ptr [rip + {mode}], {mask}",
+                "jnz {set}",
                 mode = sym MODE,
-                others = const !PROFILED,
-                not_plain = label { return false; },
+                mask = const MASK,
+                set = label { return false; },
                 options(nostack, readonly),
             );
         }
@@ -58,15 +72,8 @@ pub fn plain_alloc() -> bool {
     }
     #[cfg(not(target_arch = "x86_64"))]
     {
-        MODE.load(Relaxed) & !PROFILED == 0
+        MODE.load(Relaxed) & MASK == 0
     }
-}
-
-/// The fast path of `free` may be taken: the mode is decided, unchecked, uncounted
-/// (heap profiling or not).
-#[inline(always)]
-pub fn plain_free() -> bool {
-    MODE.load(Relaxed) & !PROFILED == 0
 }
 
 /// Whether allocations are counted down for the heap profiler.

@@ -4,11 +4,12 @@
 //! so a fix to the path holds in both modes.
 //!
 //! Free without a size ([`free_or_else`], C's `free`) classifies a pointer once: the
-//! chunk map bit and the class-map byte of its slab (see [`crate::chunk_map`]); a byte
-//! that is a class and an offset that starts a block make it a small block, the
-//! `MAP_LARGE` byte sends it to the large header's validation, and anything else is
-//! handed to the caller's `not_freed`: the core reports it, the C ABI gives foreign
-//! pointers to their own allocator first.
+//! slab map's byte of its slab ([`crate::slab_map`]) and an offset that starts a block
+//! make it a small block; everything else goes to [`free_classified`], which reads the
+//! chunk map bit and the class-map byte of its slab (see [`crate::chunk_map`]): the
+//! `MAP_LARGE` byte sends it to the large header's validation, and anything that is no
+//! block is handed to the caller's `not_freed`: the core reports it, the C ABI gives
+//! foreign pointers to their own allocator first.
 
 use crate::checks;
 use crate::chunk_map::{self, MAP_LARGE};
@@ -17,6 +18,7 @@ use crate::misuse::{report_misuse, Misuse};
 use crate::pool;
 use crate::process::Hooks;
 use crate::size_class::{self, block_size, class_for, Class, MIN_ALIGN};
+use crate::slab_map;
 use crate::thread_cache::{self, KeepErrno};
 
 /// What a pointer is, to hakmem.
@@ -96,6 +98,10 @@ fn alloc_small<const CHECKED: bool>(c: Class) -> *mut u8 {
 /// [`alloc`](crate::alloc) then does the rest.
 #[inline(always)]
 pub fn alloc_cached(size: usize) -> *mut u8 {
+    if size <= size_class::TABLE_MAX {
+        // Its own pop, so that the sizes of the table reach it without a jump.
+        return thread_cache::pop(size_class::class_of_table_size(size));
+    }
     match size_class::class_of_size(size) {
         Some(c) => thread_cache::pop(c),
         None => core::ptr::null_mut(),
@@ -224,6 +230,9 @@ unsafe fn free_large(p: *mut u8) {
 /// A pointer that is not a live block is not freed but handed to `not_freed` with the
 /// reason. `errno` is kept.
 ///
+/// Unchecked, the slab map ([`crate::slab_map`]) finds the class of most blocks with one
+/// load; what it does not know goes to [`free_classified`].
+///
 /// # Safety
 /// `p` is null, a live block of this allocator (allocated with `CHECKED`) that the
 /// caller gives up, or a pointer that `not_freed` deals with.
@@ -232,17 +241,37 @@ pub unsafe fn free_or_else<const CHECKED: bool, F: FnOnce(*mut u8, NotFreed)>(
     p: *mut u8,
     not_freed: F,
 ) {
+    if !CHECKED {
+        if let Some(c) = slab_map::block_start_class(p as usize) {
+            // SAFETY: `p` starts a block of class `c` in a carved span (the slab map's
+            // invariant), a live block by the caller.
+            return unsafe { free_small::<false>(p, c) };
+        }
+    }
+    // SAFETY: by the caller.
+    unsafe { free_classified::<CHECKED, F>(p, not_freed) }
+}
+
+/// [`free_or_else`] by the chunk map and the chunk header: every block when `CHECKED`,
+/// and what the slab map did not know otherwise (large blocks, null, misuse, pointers
+/// hakmem never handed out, and small blocks only where the map is missing).
+///
+/// # Safety
+/// As for [`free_or_else`].
+#[inline(never)]
+unsafe fn free_classified<const CHECKED: bool, F: FnOnce(*mut u8, NotFreed)>(
+    p: *mut u8,
+    not_freed: F,
+) {
     let addr = p as usize;
     let entry = chunk_map::entry_of(addr);
     if let Some(c) = entry.and_then(|e| size_class::block_start_class(addr, e)) {
-        {
-            if CHECKED {
-                // SAFETY: `p` starts a block of class `c` in a live slab.
-                unsafe { checks::check_live(p, c) };
-            }
-            // SAFETY: a live block of class `c`, by the caller.
-            return unsafe { free_small::<CHECKED>(p, c) };
+        if CHECKED {
+            // SAFETY: `p` starts a block of class `c` in a live slab.
+            unsafe { checks::check_live(p, c) };
         }
+        // SAFETY: a live block of class `c`, by the caller.
+        return unsafe { free_small::<CHECKED>(p, c) };
     }
     // SAFETY: by the caller.
     unsafe { free_not_small(p, entry, not_freed) }

@@ -24,7 +24,8 @@
 //! 1. `sync`: atomics (loom's under `--cfg loom`), spin lock.
 //! 2. `os`: `mmap` / `munmap` / `madvise` / `mremap`, counted; stderr, abort.
 //! 3. `size_class` (sizes to classes, the slab size), `chunk_map` (which 4 MiB chunks
-//!    are ours, and the chunk header each starts with), `config` (profiles), `misuse`.
+//!    are ours, and the chunk header each starts with), `slab_map` (the class of each
+//!    64 KiB slab, for `free`'s fast path), `config` (profiles), `misuse`.
 //! 4. `retain`: the budget of freed memory kept for reuse.
 //! 5. `remote` (lock-free remote free lists), `superslab` (4 MiB superslabs carved into
 //!    slabs, owned by an opaque `OwnerId`), `large` (one mapping per large block).
@@ -55,6 +56,7 @@ mod process;
 mod remote;
 mod retain;
 mod size_class;
+mod slab_map;
 mod stats;
 mod superslab;
 mod sync;

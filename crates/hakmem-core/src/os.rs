@@ -103,6 +103,26 @@ pub fn map_aligned(size: usize, align: usize) -> *mut u8 {
     sys::map_aligned(size, span, align)
 }
 
+/// Reserve `size` bytes (a multiple of the page size) of address space that read as
+/// zero and cannot be written: `PROT_READ`, `MAP_NORESERVE`, so no memory and no commit
+/// charge until [`make_writable`] opens a part of it. Null on failure, and always under
+/// Miri and loom, where callers do without. Not counted in [`COUNTERS`]: it holds no
+/// block, and it is made once.
+pub fn reserve_readonly(size: usize) -> *mut u8 {
+    sys::reserve_readonly(size)
+}
+
+/// Make `[ptr, ptr + size)`, page-aligned pages of a [`reserve_readonly`] reservation,
+/// readable and writable (`mprotect`); false on failure, when they stay read-only. The
+/// bytes keep their values (zero where never written).
+///
+/// # Safety
+/// The range lies in a reservation of [`reserve_readonly`], which is never unmapped.
+pub unsafe fn make_writable(ptr: *mut u8, size: usize) -> bool {
+    // SAFETY: by the caller.
+    unsafe { sys::make_writable(ptr, size) }
+}
+
 /// The size of a transparent huge page (x86-64 and AArch64 with 4 KiB pages).
 pub const HUGE_PAGE_SIZE: usize = 2 << 20;
 

@@ -7,6 +7,7 @@
 use crate::chunk_map::{self, CHUNK_SIZE};
 use crate::os;
 use crate::retain;
+use crate::slab_map;
 use crate::superslab::{OwnerId, SuperSlab};
 use crate::sync::{Ordering, SpinLock};
 use core::ptr::null_mut;
@@ -166,6 +167,9 @@ pub fn expire() {
 /// # Safety
 /// Nothing refers to `ss` any more.
 unsafe fn unmap(ss: *mut SuperSlab) {
+    // Already clear (an empty superslab released every span); cleared again here, where
+    // a stale byte would outlive the mapping.
+    slab_map::clear_chunk(ss as usize, CHUNK_SIZE);
     chunk_map::remove(ss as usize);
     // SAFETY: by the caller.
     unsafe { os::unmap(ss.cast(), CHUNK_SIZE) };

@@ -74,6 +74,7 @@ pub fn init() {
         KEY.store(key + 1, Ordering::Relaxed);
     }
     crate::retain::set_waker(start_returner);
+    crate::slab_map::init();
     STATE.store(READY, Ordering::Release);
     // May allocate (glibc keeps the handlers in a growing array): done after READY.
     // The handlers only touch our locks.

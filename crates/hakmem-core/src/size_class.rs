@@ -165,13 +165,20 @@ pub fn class_of_size(size: usize) -> Option<Class> {
 #[inline(always)]
 pub fn class_of_size_upto(size: usize, limit: usize) -> Option<Class> {
     if size <= TABLE_MAX {
-        // (size + 15) / 16 <= 64: always in bounds.
-        Some(Class(SMALL_TABLE[(size + 15) >> 4] as usize))
+        Some(class_of_table_size(size))
     } else if size <= limit {
         Some(class_of_mid(size))
     } else {
         None
     }
+}
+
+/// The class of `size`, at most [`TABLE_MAX`]: one load from a table.
+#[inline(always)]
+pub fn class_of_table_size(size: usize) -> Class {
+    debug_assert!(size <= TABLE_MAX);
+    // (size + 15) / 16 <= 64 for the sizes this is called with; a bounds check otherwise.
+    Class(SMALL_TABLE[(size + 15) >> 4] as usize)
 }
 
 /// Class for `TABLE_MAX < size <= MAX_SMALL_SIZE`: four classes per doubling.
@@ -208,31 +215,42 @@ fn class_for_aligned(size: usize, align: usize) -> Option<Class> {
     class_of_size(s.next_power_of_two())
 }
 
-/// Per class-map byte: for a class, the mask that gives an address's offset in its span
-/// (spans are aligned to their length), and `ceil(2^64 / block size)`, with which
-/// `offset * m < m` (wrapping) holds iff the block size divides the offset (Lemire's
-/// divisibility test, exact for offsets below 2^32), so no division is needed. Bytes
-/// that are no class (the `MAP_*` markers) have `m = 0`, which no offset passes, so the
-/// free path needs no separate range check.
+/// Per slab-map byte (a class's index plus one, [`crate::slab_map`]; a class-map entry
+/// plus one, wrapping, [`block_start_class`]): for a class, the mask that gives an
+/// address's offset in its span (spans are aligned to their length), and
+/// `ceil(2^64 / block size)`, with which `offset * m < m` (wrapping) holds iff the block
+/// size divides the offset (Lemire's divisibility test, exact for offsets below 2^32),
+/// so no division is needed. Bytes that are no class (0, and the `MAP_*` markers plus
+/// one) have `m = 0`, which no offset passes, so the free path needs no separate range
+/// check.
 static BLOCK_START: [(usize, u64); 256] = {
     let mut t = [(0usize, 0u64); 256];
     let sizes = compute_block_sizes();
     let mut c = 0;
     while c < NUM_CLASSES {
         let span = span_slabs(Class::new(c)) * SLAB_SIZE;
-        t[c] = (span - 1, u64::MAX / sizes[c] as u64 + 1);
+        t[c + 1] = (span - 1, u64::MAX / sizes[c] as u64 + 1);
         c += 1;
     }
     t
 };
 
+/// The class of the block starting at `addr`, inside a span whose slab-map byte is `byte`
+/// (the class's index plus one); `None` if `addr` starts no block (always for a byte
+/// that is not a class).
+#[inline(always)]
+pub fn block_start(addr: usize, byte: usize) -> Option<Class> {
+    let i = byte;
+    let (mask, m) = BLOCK_START[i];
+    // `m` is 0 for every byte that is no class, so a `Some` holds a class.
+    (((addr & mask) as u64).wrapping_mul(m) < m).then(|| Class(i.wrapping_sub(1)))
+}
+
 /// The class of the block starting at `addr`, inside a span whose class-map byte is
 /// `entry`; `None` if `addr` starts no block (always for a byte that is not a class).
 #[inline(always)]
 pub fn block_start_class(addr: usize, entry: u8) -> Option<Class> {
-    let (mask, m) = BLOCK_START[entry as usize];
-    // `m` is 0 for every byte that is no class, so a `Some` holds a class.
-    (((addr & mask) as u64).wrapping_mul(m) < m).then_some(Class(entry as usize))
+    block_start(addr, entry.wrapping_add(1) as usize)
 }
 
 /// Block size of class `c`.

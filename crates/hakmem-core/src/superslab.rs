@@ -28,6 +28,7 @@ use crate::remote::{Block, RemoteFreeList};
 use crate::size_class::{
     block_size, span_slabs, Class, PerClass, NUM_CLASSES, SLAB_SHIFT, SLAB_SIZE,
 };
+use crate::slab_map;
 use crate::sync::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use core::cell::Cell;
 use core::ptr::null_mut;
@@ -295,6 +296,7 @@ impl SuperSlab {
         for i in first..first + n {
             self.header.class_map[i].store(c.map_entry(), Ordering::Relaxed);
         }
+        slab_map::set_span(self.slab_start(first), n, c);
         let meta = &self.slabs[first];
         let size = block_size(c);
         let start = self.base() + first * SLAB_SIZE;
@@ -321,6 +323,7 @@ impl SuperSlab {
         debug_assert_eq!(meta.used.get(), 0);
         let first = self.index_of(meta);
         let n = SPAN[meta.class()] as usize;
+        slab_map::clear_span(self.slab_start(first), n);
         for i in first..first + n {
             self.header.class_map[i].store(MAP_FREE, Ordering::Relaxed);
         }

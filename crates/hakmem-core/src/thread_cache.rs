@@ -177,7 +177,7 @@ pub unsafe fn free<H: ThreadHooks>(p: *mut u8, c: Class) {
     if b == bin.head {
         // The block is already the newest in this cache: a double free, caught for the
         // price of one compare.
-        misuse::report_misuse(p, Misuse::DoubleFree, Some(c));
+        return double_free(p, bin);
     }
     // SAFETY: the block is the caller's to give up.
     unsafe { (*b).next = bin.head };
@@ -185,7 +185,28 @@ pub unsafe fn free<H: ThreadHooks>(p: *mut u8, c: Class) {
     bin.room -= 1;
     if bin.room < 0 {
         // SAFETY: as above.
-        unsafe { free_slow::<H>(c) };
+        unsafe { free_slow::<H>(bin) };
+    }
+}
+
+/// The class of `bin`, one of the calling thread's bins. The cold paths of [`free`] take
+/// the bin and find the class here, so that the fast path needs only the bin's address
+/// (C's `free` computes it from the slab map's byte without the class's index).
+fn class_of_bin(bin: *const Bin) -> Class {
+    let first = cache() as usize;
+    Class::new((bin as usize - first) / core::mem::size_of::<Bin>())
+}
+
+/// Report the double free of `p`, which is already the head of `bin`, and abort.
+///
+/// It never returns, but the compiler is not told (`black_box`): a call it knows never
+/// returns is not a tail call, and the fast path of [`free`] would set up a stack frame
+/// for it (a `push` and a `pop` on every free) instead of jumping here.
+#[cold]
+#[inline(never)]
+fn double_free(p: *mut u8, bin: &Bin) {
+    if core::hint::black_box(true) {
+        misuse::report_misuse(p, Misuse::DoubleFree, Some(class_of_bin(bin)));
     }
 }
 
@@ -334,8 +355,9 @@ impl Drop for KeepErrno {
 
 #[cold]
 #[inline(never)]
-unsafe fn free_slow<H: ThreadHooks>(c: Class) {
+unsafe fn free_slow<H: ThreadHooks>(bin: *mut Bin) {
     let _errno = KeepErrno::new();
+    let c = class_of_bin(bin);
     let tc = cache();
     let h = heap::<H>(tc);
     if h.is_null() {

@@ -16,8 +16,9 @@ const CORE: &[&[&str]] = &[
     &["os"],
     &["sync"],
     // Shared definitions: size classes (and the slab size), the chunk map (and the chunk
-    // header every mapping starts with), the profiles, misuse reports.
-    &["size_class", "chunk_map", "config", "misuse"],
+    // header every mapping starts with), the slab map (free's class lookup), the
+    // profiles, misuse reports.
+    &["size_class", "chunk_map", "slab_map", "config", "misuse"],
     // The budget of retained memory.
     &["retain"],
     // Where blocks live: remote free lists, superslabs and their slabs, large mappings.

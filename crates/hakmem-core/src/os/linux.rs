@@ -54,6 +54,34 @@ unsafe fn raw_mmap(addr: usize, size: usize, flags: libc::c_int) -> *mut u8 {
     p.cast()
 }
 
+/// See [`super::reserve_readonly`].
+pub fn reserve_readonly(size: usize) -> *mut u8 {
+    // SAFETY: a fresh anonymous mapping at an address of the kernel's choosing.
+    let p = unsafe {
+        libc::mmap(
+            null_mut(),
+            size,
+            libc::PROT_READ,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+            -1,
+            0,
+        )
+    };
+    if p == libc::MAP_FAILED {
+        return null_mut();
+    }
+    p.cast()
+}
+
+/// See [`super::make_writable`].
+///
+/// # Safety
+/// As there.
+pub unsafe fn make_writable(ptr: *mut u8, size: usize) -> bool {
+    // SAFETY: the range is part of a reservation that nothing else uses.
+    unsafe { libc::mprotect(ptr.cast(), size, libc::PROT_READ | libc::PROT_WRITE) == 0 }
+}
+
 /// See [`super::unmap`].
 ///
 /// # Safety

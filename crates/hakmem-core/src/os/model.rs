@@ -89,6 +89,20 @@ pub fn map_aligned(size: usize, _span: usize, align: usize) -> *mut u8 {
     p
 }
 
+/// See [`super::reserve_readonly`]: never, here (a reservation of gigabytes does not fit
+/// an interpreter).
+pub fn reserve_readonly(_size: usize) -> *mut u8 {
+    null_mut()
+}
+
+/// See [`super::make_writable`]; unreachable, as nothing is reserved.
+///
+/// # Safety
+/// As there.
+pub unsafe fn make_writable(_ptr: *mut u8, _size: usize) -> bool {
+    false
+}
+
 /// See [`super::unmap`].
 ///
 /// # Safety

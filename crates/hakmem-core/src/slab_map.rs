@@ -1,0 +1,242 @@
+//! Which class each 64 KiB slab of the address space serves: one byte per slab of the
+//! 47-bit user address space, the class's index plus one, or 0. C's `free` has no size,
+//! so it finds a block's class here with one load from the block's address (and the
+//! class's block-start test, [`size_class::block_start`]); a 0 sends it to the slow
+//! path, which classifies with the chunk map and the chunk header as every other caller
+//! does. A pointer hakmem never handed out reads 0.
+//!
+//! The map is 2 GiB of address space reserved read-only at process set-up
+//! ([`os::reserve_readonly`]: no memory, no commit charge); a page of it is made
+//! writable the first time a span in the 256 MiB it covers is carved, so a process
+//! with a few GiB of slabs in one place writes a few pages of it. Where the reservation
+//! fails (an address-space limit, Miri), every lookup misses and `free` takes the slow
+//! path: slower, never wrong.
+//!
+//! Invariant: the byte of slab `i` is nonzero only while slab `i` lies in a span carved
+//! for class `byte - 1` in a mapped superslab; the byte is a mirror of the slab's
+//! `class_map` entry in its chunk header ([`crate::chunk_map::ChunkHeader`]), set right
+//! after the entry when the span is carved and cleared right before the entry when the
+//! span is released ([`set_span`], [`clear_span`]), and cleared for a whole chunk before
+//! it is unmapped ([`clear_chunk`]). So, like the entry, it stays the class while any
+//! block of the span is handed out. A byte that could not be set (its page could not be
+//! made writable, or the map was not ready) stays 0, which only costs the slow path.
+
+use crate::os;
+use crate::size_class::{self, Class, SLAB_SHIFT};
+use crate::sync::{AtomicU64, AtomicU8, AtomicUsize, Ordering};
+
+/// Slabs of the 47-bit address space: bytes of the map.
+const SLABS: usize = 1 << (47 - SLAB_SHIFT);
+/// Slabs whose bytes share one page of the map.
+const PER_PAGE: usize = os::PAGE_SIZE;
+const PAGES: usize = SLABS / PER_PAGE;
+
+/// The map's base address, once reserved; written before [`LIMIT`].
+static MAP: AtomicUsize = AtomicUsize::new(0);
+/// How many slabs the map covers: 0 until the map is reserved, then [`SLABS`]. Read with
+/// Acquire, so that a lookup that sees it nonzero sees [`MAP`].
+static LIMIT: AtomicUsize = AtomicUsize::new(0);
+/// Whether the reservation was tried (by one caller of [`init`]).
+static TRIED: AtomicU8 = AtomicU8::new(0);
+/// One bit per page of the map: made writable.
+#[allow(clippy::declare_interior_mutable_const)]
+const ZERO: AtomicU64 = AtomicU64::new(0);
+static WRITABLE: [AtomicU64; PAGES / 64] = [ZERO; PAGES / 64];
+
+/// Reserve the map, once per process (later calls return at once). Called at process
+/// set-up, before the first span is carved; a span carved before the map is ready keeps
+/// a 0 byte.
+pub fn init() {
+    if TRIED.swap(1, Ordering::Relaxed) != 0 {
+        return;
+    }
+    let errno = os::errno();
+    let base = os::reserve_readonly(SLABS);
+    os::set_errno(errno);
+    if base.is_null() {
+        return;
+    }
+    MAP.store(base as usize, Ordering::Relaxed);
+    LIMIT.store(SLABS, Ordering::Release);
+}
+
+/// The class of the block that starts at `addr`, if the map knows the slab of `addr` and
+/// `addr` starts one of its blocks; `None` for everything else (an interior pointer, a
+/// free or header slab, a large block, a pointer hakmem never handed out, a slab the map
+/// does not know). One compare, one load of the map, one of the class's table entry.
+#[inline(always)]
+pub fn block_start_class(addr: usize) -> Option<Class> {
+    let i = addr >> SLAB_SHIFT;
+    if !covers(i) {
+        return None;
+    }
+    // SAFETY: `i` is below the limit, so the map is reserved and covers byte `i`.
+    let byte = unsafe { load(i) };
+    size_class::block_start(addr, byte)
+}
+
+/// The byte of slab `i`, which reads as zero or as what [`set_span`] wrote (the
+/// reservation is never unmapped). On x86-64 one `movzx` from memory: the compiler zero
+/// extends an atomic byte it has loaded once more.
+///
+/// # Safety
+/// The map covers slab `i` ([`covers`]).
+#[inline(always)]
+unsafe fn load(i: usize) -> usize {
+    let map = MAP.load(Ordering::Relaxed);
+    #[cfg(target_arch = "x86_64")]
+    {
+        let byte: usize;
+        // SAFETY: by the caller, `map + i` is a byte of the reservation, readable; a
+        // byte load is atomic (relaxed) on x86-64.
+        unsafe {
+            core::arch::asm!(
+                "movzx {byte:e}, byte ptr [{map} + {i}]",
+                byte = lateout(reg) byte,
+                map = in(reg) map,
+                i = in(reg) i,
+                options(nostack, readonly, pure, preserves_flags),
+            );
+        }
+        // SAFETY: `movzx` of a byte.
+        unsafe { core::hint::assert_unchecked(byte < 256) };
+        byte
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    // SAFETY: by the caller; every access to the map's bytes is atomic.
+    unsafe {
+        (*(map as *const AtomicU8).add(i)).load(Ordering::Relaxed) as usize
+    }
+}
+
+/// Whether the map covers slab `i` ([`LIMIT`], read with Acquire). On x86-64 a `cmp` with
+/// the limit in memory and a branch, where the compiler loads an atomic first; the
+/// `asm!` block may write memory as far as the compiler knows, so the load of [`MAP`]
+/// after it is not moved before it, and x86 keeps loads in order.
+#[inline(always)]
+fn covers(i: usize) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        // SAFETY: reads the limit, a static; writes nothing but the flags.
+        unsafe {
+            core::arch::asm!(
+                "cmp {i}, qword ptr [rip + {limit}]",
+                "jae {outside}",
+                i = in(reg) i,
+                limit = sym LIMIT,
+                outside = label { return false; },
+                options(nostack),
+            );
+        }
+        true
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        i < LIMIT.load(Ordering::Acquire)
+    }
+}
+
+/// The byte of slab `i`, or `None` outside the map.
+#[inline]
+fn byte(i: usize) -> Option<&'static AtomicU8> {
+    if i >= LIMIT.load(Ordering::Acquire) {
+        return None;
+    }
+    // SAFETY: as in `block_start_class`; the map lives as long as the process, and every
+    // access to its bytes is atomic.
+    Some(unsafe { &*(MAP.load(Ordering::Relaxed) as *const AtomicU8).add(i) })
+}
+
+/// Make the page holding the byte of slab `i` writable, if it is not yet; whether it is.
+fn writable(i: usize) -> bool {
+    let page = i / PER_PAGE;
+    let (word, bit) = (&WRITABLE[page / 64], 1u64 << (page % 64));
+    if word.load(Ordering::Acquire) & bit != 0 {
+        return true;
+    }
+    let at = MAP.load(Ordering::Relaxed) + page * os::PAGE_SIZE;
+    let errno = os::errno();
+    // SAFETY: a page of the reservation (`i` is below the limit); two callers making it
+    // writable at once both succeed.
+    let ok = unsafe { os::make_writable(at as *mut u8, os::PAGE_SIZE) };
+    os::set_errno(errno);
+    if ok {
+        word.fetch_or(bit, Ordering::Release);
+    }
+    ok
+}
+
+/// Record that the `n` slabs from `start` (a slab-aligned address) form a span just
+/// carved for class `c`; called right after their `class_map` entries are set. A span
+/// lies in one chunk, so its bytes share one page of the map.
+pub fn set_span(start: usize, n: usize, c: Class) {
+    let i = start >> SLAB_SHIFT;
+    if byte(i).is_none() || !writable(i) {
+        return;
+    }
+    for k in i..i + n {
+        if let Some(b) = byte(k) {
+            b.store(c.index() as u8 + 1, Ordering::Relaxed);
+        }
+    }
+}
+
+/// Clear the bytes of the `n` slabs from `start` (a slab-aligned address): the span is
+/// about to be released, or the chunk unmapped. Writes only bytes that are set (whose
+/// pages are writable); a pointer into the span reads 0 from here on.
+pub fn clear_span(start: usize, n: usize) {
+    let i = start >> SLAB_SHIFT;
+    for k in i..i + n {
+        if let Some(b) = byte(k) {
+            if b.load(Ordering::Relaxed) != 0 {
+                b.store(0, Ordering::Relaxed);
+            }
+        }
+    }
+}
+
+/// Clear the bytes of every slab of the chunk of `chunk_size` bytes at `base`, before it
+/// is unmapped.
+pub fn clear_chunk(base: usize, chunk_size: usize) {
+    clear_span(base, chunk_size >> SLAB_SHIFT);
+}
+
+/// The map's base, for tests: null until reserved.
+#[cfg(test)]
+fn base() -> *mut u8 {
+    MAP.load(Ordering::Relaxed) as *mut u8
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn set_and_clear_a_span() {
+        init();
+        if cfg!(any(miri, loom)) {
+            // Nothing is reserved there: every lookup misses.
+            assert!(base().is_null());
+            set_span(0x7a_0000_0000, 1, Class::new(3));
+            assert_eq!(block_start_class(0x7a_0000_0000), None);
+            return;
+        }
+        assert!(!base().is_null(), "the reservation failed");
+        let c = Class::new(3);
+        let size = size_class::block_size(c);
+        let start = 0x7a_0000_0000usize;
+        assert_eq!(block_start_class(start), None);
+        set_span(start, 2, c);
+        assert_eq!(block_start_class(start), Some(c));
+        assert_eq!(block_start_class(start + size), Some(c));
+        assert_eq!(block_start_class(start + size + 8), None, "interior");
+        assert_eq!(
+            block_start_class(start + 2 * (1 << SLAB_SHIFT)),
+            None,
+            "past the span"
+        );
+        clear_span(start, 2);
+        assert_eq!(block_start_class(start), None);
+        assert_eq!(block_start_class(usize::MAX - 15), None);
+    }
+}
