@@ -23,7 +23,7 @@
 
 use crate::os;
 use crate::size_class::{self, Class, SLAB_SHIFT};
-use crate::sync::{AtomicU64, AtomicU8, AtomicUsize, Ordering};
+use crate::sync::{AtomicPtr, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 
 /// Slabs of the 47-bit address space: bytes of the map.
 const SLABS: usize = 1 << (47 - SLAB_SHIFT);
@@ -31,17 +31,23 @@ const SLABS: usize = 1 << (47 - SLAB_SHIFT);
 const PER_PAGE: usize = os::PAGE_SIZE;
 const PAGES: usize = SLABS / PER_PAGE;
 
-/// The map's base address, once reserved; written before [`LIMIT`].
-static MAP: AtomicUsize = AtomicUsize::new(0);
-/// How many slabs the map covers: 0 until the map is reserved, then [`SLABS`]. Read with
-/// Acquire, so that a lookup that sees it nonzero sees [`MAP`].
+/// A zero word, never written: the map's byte before the map is reserved, and the index
+/// a lookup outside the map reads instead of its own. Atomic only so that it lies in
+/// writable memory under its own name (a constant zero is merged into a nameless pool,
+/// and the listings in docs/ARCHITECTURE.md would name a neighbour).
+static ZERO: AtomicU64 = AtomicU64::new(0);
+/// The map's base address once reserved, [`ZERO`]'s before (so that byte 0 of the map is
+/// always readable, and 0); written before [`LIMIT`].
+static MAP: AtomicPtr<u8> = AtomicPtr::new(core::ptr::addr_of!(ZERO).cast::<u8>().cast_mut());
+/// How many slabs the map covers: 0 until the map is reserved, then [`SLABS`]. Read
+/// before [`MAP`] and with Acquire, so that a lookup that sees it nonzero sees the map.
 static LIMIT: AtomicUsize = AtomicUsize::new(0);
 /// Whether the reservation was tried (by one caller of [`init`]).
 static TRIED: AtomicU8 = AtomicU8::new(0);
 /// One bit per page of the map: made writable.
 #[allow(clippy::declare_interior_mutable_const)]
-const ZERO: AtomicU64 = AtomicU64::new(0);
-static WRITABLE: [AtomicU64; PAGES / 64] = [ZERO; PAGES / 64];
+const NONE_WRITABLE: AtomicU64 = AtomicU64::new(0);
+static WRITABLE: [AtomicU64; PAGES / 64] = [NONE_WRITABLE; PAGES / 64];
 
 /// Reserve the map, once per process (later calls return at once). Called at process
 /// set-up, before the first span is carved; a span carved before the map is ready keeps
@@ -56,7 +62,7 @@ pub fn init() {
     if base.is_null() {
         return;
     }
-    MAP.store(base as usize, Ordering::Relaxed);
+    MAP.store(base, Ordering::Relaxed);
     LIMIT.store(SLABS, Ordering::Release);
 }
 
@@ -66,73 +72,56 @@ pub fn init() {
 /// does not know). One compare, one load of the map, one of the class's table entry.
 #[inline(always)]
 pub fn block_start_class(addr: usize) -> Option<Class> {
-    let i = addr >> SLAB_SHIFT;
-    if !covers(i) {
-        return None;
-    }
-    // SAFETY: `i` is below the limit, so the map is reserved and covers byte `i`.
-    let byte = unsafe { load(i) };
-    size_class::block_start(addr, byte)
+    size_class::block_start(addr, lookup(addr >> SLAB_SHIFT))
 }
 
-/// The byte of slab `i`, which reads as zero or as what [`set_span`] wrote (the
-/// reservation is never unmapped). On x86-64 one `movzx` from memory: the compiler zero
-/// extends an atomic byte it has loaded once more.
+/// The byte of slab `i` (zero where never written), or byte 0 (which is 0: no slab at
+/// address 0 is hakmem's) when the map does not cover slab `i`, without a branch.
 ///
-/// # Safety
-/// The map covers slab `i` ([`covers`]).
+/// On x86-64 four instructions in one `asm!` block: a `cmp` of `i` with the limit in
+/// memory, a `cmov` of the index from [`ZERO`] in memory, the load of [`MAP`], a `movzx`
+/// of the byte. The compiler would load the atomics into registers first, and, where the
+/// block is one, it cannot move the load of [`MAP`] before that of [`LIMIT`]; x86 keeps
+/// loads in order, and [`init`] writes the map before the limit.
 #[inline(always)]
-unsafe fn load(i: usize) -> usize {
-    let map = MAP.load(Ordering::Relaxed);
+fn lookup(i: usize) -> usize {
     #[cfg(target_arch = "x86_64")]
     {
         let byte: usize;
-        // SAFETY: by the caller, `map + i` is a byte of the reservation, readable; a
-        // byte load is atomic (relaxed) on x86-64.
-        unsafe {
-            core::arch::asm!(
-                "movzx {byte:e}, byte ptr [{map} + {i}]",
-                byte = lateout(reg) byte,
-                map = in(reg) map,
-                i = in(reg) i,
-                options(nostack, readonly, pure, preserves_flags),
-            );
-        }
-        // SAFETY: `movzx` of a byte.
-        unsafe { core::hint::assert_unchecked(byte < 256) };
-        byte
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    // SAFETY: by the caller; every access to the map's bytes is atomic.
-    unsafe {
-        (*(map as *const AtomicU8).add(i)).load(Ordering::Relaxed) as usize
-    }
-}
-
-/// Whether the map covers slab `i` ([`LIMIT`], read with Acquire). On x86-64 a `cmp` with
-/// the limit in memory and a branch, where the compiler loads an atomic first; the
-/// `asm!` block may write memory as far as the compiler knows, so the load of [`MAP`]
-/// after it is not moved before it, and x86 keeps loads in order.
-#[inline(always)]
-fn covers(i: usize) -> bool {
-    #[cfg(target_arch = "x86_64")]
-    {
-        // SAFETY: reads the limit, a static; writes nothing but the flags.
+        // SAFETY: reads two statics and one byte of the map: `i` below the limit read
+        // first, so of the reservation that `MAP` then holds (a byte that is atomic to
+        // load), or byte 0, readable in the reservation and in `ZERO` alike.
         unsafe {
             core::arch::asm!(
                 "cmp {i}, qword ptr [rip + {limit}]",
-                "jae {outside}",
-                i = in(reg) i,
+                "cmovae {i}, qword ptr [rip + {zero}]",
+                "mov {map}, qword ptr [rip + {base}]",
+                "movzx {byte:e}, byte ptr [{map} + {i}]",
+                i = inout(reg) i => _,
+                map = out(reg) _,
+                byte = lateout(reg) byte,
                 limit = sym LIMIT,
-                outside = label { return false; },
-                options(nostack),
+                zero = sym ZERO,
+                base = sym MAP,
+                options(nostack, readonly, pure),
             );
+            // `movzx` of a byte.
+            core::hint::assert_unchecked(byte < 256);
         }
-        true
+        byte
     }
     #[cfg(not(target_arch = "x86_64"))]
     {
-        i < LIMIT.load(Ordering::Acquire)
+        let i = if i < LIMIT.load(Ordering::Acquire) {
+            i
+        } else {
+            0
+        };
+        // SAFETY: as above; every access to the map's bytes is atomic.
+        unsafe {
+            (*MAP.load(Ordering::Relaxed).cast::<AtomicU8>().add(i)).load(Ordering::Relaxed)
+                as usize
+        }
     }
 }
 
@@ -144,7 +133,7 @@ fn byte(i: usize) -> Option<&'static AtomicU8> {
     }
     // SAFETY: as in `block_start_class`; the map lives as long as the process, and every
     // access to its bytes is atomic.
-    Some(unsafe { &*(MAP.load(Ordering::Relaxed) as *const AtomicU8).add(i) })
+    Some(unsafe { &*MAP.load(Ordering::Relaxed).cast::<AtomicU8>().add(i) })
 }
 
 /// Make the page holding the byte of slab `i` writable, if it is not yet; whether it is.
@@ -154,7 +143,7 @@ fn writable(i: usize) -> bool {
     if word.load(Ordering::Acquire) & bit != 0 {
         return true;
     }
-    let at = MAP.load(Ordering::Relaxed) + page * os::PAGE_SIZE;
+    let at = MAP.load(Ordering::Relaxed) as usize + page * os::PAGE_SIZE;
     let errno = os::errno();
     // SAFETY: a page of the reservation (`i` is below the limit); two callers making it
     // writable at once both succeed.
@@ -201,10 +190,10 @@ pub fn clear_chunk(base: usize, chunk_size: usize) {
     clear_span(base, chunk_size >> SLAB_SHIFT);
 }
 
-/// The map's base, for tests: null until reserved.
+/// Whether the map is reserved, for tests.
 #[cfg(test)]
-fn base() -> *mut u8 {
-    MAP.load(Ordering::Relaxed) as *mut u8
+fn reserved() -> bool {
+    LIMIT.load(Ordering::Acquire) != 0
 }
 
 #[cfg(test)]
@@ -216,12 +205,12 @@ mod tests {
         init();
         if cfg!(any(miri, loom)) {
             // Nothing is reserved there: every lookup misses.
-            assert!(base().is_null());
+            assert!(!reserved());
             set_span(0x7a_0000_0000, 1, Class::new(3));
             assert_eq!(block_start_class(0x7a_0000_0000), None);
             return;
         }
-        assert!(!base().is_null(), "the reservation failed");
+        assert!(reserved(), "the reservation failed");
         let c = Class::new(3);
         let size = size_class::block_size(c);
         let start = 0x7a_0000_0000usize;

@@ -5,7 +5,7 @@
 use core::cell::UnsafeCell;
 use core::ops::{Deref, DerefMut};
 pub use core::sync::atomic::{
-    AtomicBool, AtomicIsize, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering,
+    AtomicBool, AtomicIsize, AtomicPtr, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering,
 };
 
 /// The atomics of the lock-free cross-thread free protocol ([`crate::remote`]): loom's
