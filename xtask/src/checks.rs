@@ -90,6 +90,7 @@ const CHECKS: [Check; 3] = [
                 "superslab::tests::spans",
                 "superslab::tests::span_table",
                 "chunk_map",
+                "slab_map",
             ],
             &[
                 "+nightly",

@@ -78,14 +78,14 @@ pub fn block_start_class(addr: usize) -> Option<Class> {
 /// The byte of slab `i` (zero where never written), or byte 0 (which is 0: no slab at
 /// address 0 is hakmem's) when the map does not cover slab `i`, without a branch.
 ///
-/// On x86-64 four instructions in one `asm!` block: a `cmp` of `i` with the limit in
+/// On x86-64 (outside Miri, which runs no `asm!`) four instructions in one `asm!` block: a `cmp` of `i` with the limit in
 /// memory, a `cmov` of the index from [`ZERO`] in memory, the load of [`MAP`], a `movzx`
-/// of the byte. The compiler would load the atomics into registers first, and, where the
-/// block is one, it cannot move the load of [`MAP`] before that of [`LIMIT`]; x86 keeps
-/// loads in order, and [`init`] writes the map before the limit.
+/// of the byte (the compiler would load the atomics into registers first). In one block
+/// the load of [`MAP`] stays after that of [`LIMIT`], x86 keeps loads in order, and
+/// [`init`] writes the map before the limit.
 #[inline(always)]
 fn lookup(i: usize) -> usize {
-    #[cfg(target_arch = "x86_64")]
+    #[cfg(all(target_arch = "x86_64", not(miri)))]
     {
         let byte: usize;
         // SAFETY: reads two statics and one byte of the map: `i` below the limit read
@@ -110,7 +110,7 @@ fn lookup(i: usize) -> usize {
         }
         byte
     }
-    #[cfg(not(target_arch = "x86_64"))]
+    #[cfg(any(not(target_arch = "x86_64"), miri))]
     {
         let i = if i < LIMIT.load(Ordering::Acquire) {
             i
