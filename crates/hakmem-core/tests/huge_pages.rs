@@ -9,9 +9,22 @@
 //! kernel's mapping there), so a sparsely written tail is not made resident in 2 MiB
 //! pieces.
 
-use hakmem_core::{alloc, free, realloc};
+use hakmem_core::{alloc, free, realloc, trim};
+use std::sync::{Mutex, MutexGuard};
 
 const MIB: usize = 1 << 20;
+
+/// One test at a time, each starting with the large cache empty: a block reused from an
+/// extent another test freed carries that extent's advice. The 15 MiB extent that
+/// `a_block_with_an_unadvised_tail_grows_without_a_copy` frees is advised whole, and the
+/// 5 MiB block of `large_blocks_ask_for_huge_pages_over_whole_stretches` taken from it
+/// had its tail advised: every time with `--test-threads=1`, once in CI.
+fn alone() -> MutexGuard<'static, ()> {
+    static LOCK: Mutex<()> = Mutex::new(());
+    let guard = LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    trim();
+    guard
+}
 
 /// The `VmFlags` of the mapping of `/proc/self/smaps` that holds `addr`.
 fn vm_flags(addr: usize) -> String {
@@ -56,6 +69,7 @@ fn block_with_a_tail() -> (*mut u8, usize) {
 
 #[test]
 fn large_blocks_ask_for_huge_pages_over_whole_stretches() {
+    let _alone = alone();
     let (p, n) = block_with_a_tail();
     let base = p as usize;
     if advice_visible() {
@@ -79,6 +93,7 @@ fn advised_huge(addr: usize) -> bool {
 
 #[test]
 fn superslabs_of_single_slabs_ask_for_huge_pages_once_the_heap_is_large() {
+    let _alone = alone();
     // Past `HUGE_PAGES_FROM` (32 MiB) of hakmem's mappings.
     let big = alloc(40 * MIB, 16);
     assert!(!big.is_null());
@@ -122,6 +137,7 @@ fn resident(addr: usize) -> bool {
 /// move; a copy would have written it.
 #[test]
 fn a_block_with_an_unadvised_tail_grows_without_a_copy() {
+    let _alone = alone();
     let (p, n) = block_with_a_tail();
     let base = p as usize;
     // A page in the tail, past the block's last whole 2 MiB stretch.
