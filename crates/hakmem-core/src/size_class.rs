@@ -240,10 +240,9 @@ static BLOCK_START: [(usize, u64); 256] = {
 /// that is not a class).
 #[inline(always)]
 pub fn block_start(addr: usize, byte: usize) -> Option<Class> {
-    let i = byte;
-    let (mask, m) = BLOCK_START[i];
+    let (mask, m) = BLOCK_START[byte];
     // `m` is 0 for every byte that is no class, so a `Some` holds a class.
-    (((addr & mask) as u64).wrapping_mul(m) < m).then(|| Class(i.wrapping_sub(1)))
+    (((addr & mask) as u64).wrapping_mul(m) < m).then(|| Class(byte.wrapping_sub(1)))
 }
 
 /// The class of the block starting at `addr`, inside a span whose class-map byte is

@@ -125,15 +125,18 @@ fn lookup(i: usize) -> usize {
     }
 }
 
-/// The byte of slab `i`, or `None` outside the map.
+/// The bytes of the `n` slabs from slab `i`, or `None` where the map does not cover them
+/// all (not reserved).
 #[inline]
-fn byte(i: usize) -> Option<&'static AtomicU8> {
-    if i >= LIMIT.load(Ordering::Acquire) {
+fn bytes(i: usize, n: usize) -> Option<&'static [AtomicU8]> {
+    if i + n > LIMIT.load(Ordering::Acquire) {
         return None;
     }
-    // SAFETY: as in `block_start_class`; the map lives as long as the process, and every
-    // access to its bytes is atomic.
-    Some(unsafe { &*MAP.load(Ordering::Relaxed).cast::<AtomicU8>().add(i) })
+    // SAFETY: as in `block_start_class`: the map covers them, lives as long as the
+    // process, and every access to its bytes is atomic.
+    Some(unsafe {
+        core::slice::from_raw_parts(MAP.load(Ordering::Relaxed).cast::<AtomicU8>().add(i), n)
+    })
 }
 
 /// Make the page holding the byte of slab `i` writable, if it is not yet; whether it is.
@@ -160,13 +163,12 @@ fn writable(i: usize) -> bool {
 /// lies in one chunk, so its bytes share one page of the map.
 pub fn set_span(start: usize, n: usize, c: Class) {
     let i = start >> SLAB_SHIFT;
-    if byte(i).is_none() || !writable(i) {
+    let Some(span) = bytes(i, n) else { return };
+    if !writable(i) {
         return;
     }
-    for k in i..i + n {
-        if let Some(b) = byte(k) {
-            b.store(c.index() as u8 + 1, Ordering::Relaxed);
-        }
+    for b in span {
+        b.store(c.index() as u8 + 1, Ordering::Relaxed);
     }
 }
 
@@ -174,13 +176,11 @@ pub fn set_span(start: usize, n: usize, c: Class) {
 /// about to be released, or the chunk unmapped. Writes only bytes that are set (whose
 /// pages are writable); a pointer into the span reads 0 from here on.
 pub fn clear_span(start: usize, n: usize) {
-    let i = start >> SLAB_SHIFT;
-    for k in i..i + n {
-        if let Some(b) = byte(k) {
-            if b.load(Ordering::Relaxed) != 0 {
-                b.store(0, Ordering::Relaxed);
-            }
-        }
+    let Some(span) = bytes(start >> SLAB_SHIFT, n) else {
+        return;
+    };
+    for b in span.iter().filter(|b| b.load(Ordering::Relaxed) != 0) {
+        b.store(0, Ordering::Relaxed);
     }
 }
 
