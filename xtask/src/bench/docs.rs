@@ -1,6 +1,8 @@
 //! `cargo xtask bench --write-docs`: the run's table, stamped with the commit, the time
 //! and the machine, replaces what stands between the markers in docs/BENCHMARKS.md, and
-//! its chart replaces docs/bench-chart.svg.
+//! its chart replaces docs/bench-chart.svg. A run with the profile rows
+//! (`hakmem-balanced`, `hakmem-lean`) writes their ratios over fast into
+//! docs/MEMORY.md instead.
 
 use std::fmt::Write as _;
 use std::path::Path;
@@ -17,6 +19,9 @@ use crate::shared::Paths;
 const SECTION: &str = "bench";
 const PAGE: &str = "docs/BENCHMARKS.md";
 const CHART: &str = "docs/bench-chart.svg";
+/// The profile rows' section: `<!-- profiles:begin -->` ... in docs/MEMORY.md.
+const PROFILES_SECTION: &str = "profiles";
+const PROFILES_PAGE: &str = "docs/MEMORY.md";
 
 pub fn write(
     paths: &Paths,
@@ -25,6 +30,16 @@ pub fn write(
     notes: &[String],
     chart: &Path,
 ) -> Result<()> {
+    if report::has_profile_rows(summaries) {
+        write_marked(
+            paths,
+            PROFILES_PAGE,
+            PROFILES_SECTION,
+            &profiles(meta, summaries),
+        )?;
+        println!("wrote the profiles' ratios into {PROFILES_PAGE}");
+        return Ok(());
+    }
     let section = section(paths, meta, summaries, notes);
     write_marked(paths, PAGE, SECTION, &section)?;
     std::fs::copy(chart, paths.root.join(CHART)).with_context(|| format!("writing {CHART}"))?;
@@ -33,21 +48,8 @@ pub fn write(
 }
 
 fn section(paths: &Paths, meta: &Meta, summaries: &[Summary], notes: &[String]) -> String {
-    let m = &meta.machine;
     let root = format!("{}/", paths.root.display());
-    let mut out = String::new();
-    let _ = writeln!(
-        out,
-        "<!-- Written by `cargo xtask bench --write-docs`; the next such run replaces \
-         everything between the markers. -->\n"
-    );
-    let _ = writeln!(
-        out,
-        "`cargo xtask {}` at commit `{}`, started {} (UTC); runs per workload and \
-         allocator, interleaved: {}; hakmem's profile: {}.\n",
-        m.command, m.git_commit, m.started, meta.runs, meta.hakmem_profile
-    );
-    let _ = writeln!(out, "{}\n", machine_line(m, &[&meta.gcc]));
+    let mut out = stamp(meta);
     let _ = writeln!(out, "C rows' `LD_PRELOAD` libraries:\n");
     for (allocator, lib) in &meta.preloads {
         let _ = write!(out, "- {allocator}: `{}`", lib.replace(&root, ""));
@@ -72,6 +74,37 @@ fn section(paths: &Paths, meta: &Meta, summaries: &[Summary], notes: &[String]) 
         out,
         "Chart (ops/s relative to mimalloc, and peak RSS, per workload): \
          [bench-chart.svg](bench-chart.svg)."
+    );
+    out
+}
+
+/// The section's head: who wrote it, the command, commit, time and machine.
+fn stamp(meta: &Meta) -> String {
+    let m = &meta.machine;
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "<!-- Written by `cargo xtask bench --write-docs`; the next such run replaces \
+         everything between the markers. -->\n"
+    );
+    let _ = writeln!(
+        out,
+        "`cargo xtask {}` at commit `{}`, started {} (UTC); runs per workload and \
+         allocator, interleaved: {}; hakmem's profile: {}.\n",
+        m.command, m.git_commit, m.started, meta.runs, meta.hakmem_profile
+    );
+    let _ = writeln!(out, "{}\n", machine_line(m, &[&meta.gcc]));
+    out
+}
+
+/// The profiles' section: the stamp and each profile row's median time over fast's.
+fn profiles(meta: &Meta, summaries: &[Summary]) -> String {
+    let mut out = stamp(meta);
+    let _ = writeln!(
+        out,
+        "Median time in each profile over the median time of the `hakmem` row (fast), \
+         per workload:\n\n```text\n{}```",
+        report::profiles_vs_fast(summaries)
     );
     out
 }

@@ -52,7 +52,9 @@ pub struct BenchArgs {
     profile: Option<Profile>,
     /// Put the run's table, with the commit, time and machine, between the
     /// `<!-- bench:begin -->` and `<!-- bench:end -->` markers of docs/BENCHMARKS.md, and
-    /// its chart into docs/bench-chart.svg.
+    /// its chart into docs/bench-chart.svg; or, in a run with the rows `hakmem-balanced`
+    /// or `hakmem-lean`, their times over fast's between the `<!-- profiles:begin -->`
+    /// and `<!-- profiles:end -->` markers of docs/MEMORY.md.
     #[arg(long)]
     write_docs: bool,
     /// Also run hakmem as built at this git revision (rows `baseline`, Rust and C),

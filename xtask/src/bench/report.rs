@@ -28,7 +28,7 @@ pub fn print_table(summaries: &[Summary], notes: &[String]) {
     println!("\n{}", table(summaries));
     println!("hakmem's median time / the best allocator's, per workload:");
     println!("{}", hakmem_vs_best(summaries));
-    if summaries.iter().any(|s| s.allocator.profile().is_some()) {
+    if has_profile_rows(summaries) {
         println!("hakmem's median time in a profile / in fast (the `hakmem` row), per workload:");
         println!("{}", profiles_vs_fast(summaries));
     }
@@ -83,6 +83,11 @@ pub fn hakmem_vs_best(summaries: &[Summary]) -> String {
         ]);
     }
     align(&rows, 1)
+}
+
+/// Whether the run has the profile rows (`hakmem-balanced`, `hakmem-lean`).
+pub fn has_profile_rows(summaries: &[Summary]) -> bool {
+    summaries.iter().any(|s| s.allocator.profile().is_some())
 }
 
 /// Per workload, the median time of each profile row (`hakmem-balanced`, `hakmem-lean`)
