@@ -2,11 +2,11 @@
 //!
 //! - `Fast` (default): freed memory kept for reuse up to the recent peak in use, for 5 s,
 //!   given back by later allocator calls.
-//! - `Balanced`: the same for 1 s, given back by a background thread too, so an idle
-//!   program returns it; free slabs of live superslabs decommitted with `MADV_FREE` once
-//!   they stayed free.
-//! - `Lean`: balanced's thread caches (half of fast's); kept for 250 ms, background
-//!   return; free slabs decommitted with `MADV_DONTNEED`, so their pages leave RSS at once.
+//! - `Balanced`: fast's thread caches; freed memory kept for 1 s, given back by a
+//!   background thread too, so an idle program returns it; free slabs of live superslabs
+//!   decommitted with `MADV_FREE` once they stayed free.
+//! - `Lean`: half of fast's thread caches; kept for 250 ms, background return; free slabs
+//!   decommitted with `MADV_DONTNEED`, so their pages leave RSS at once.
 
 use crate::os::Decommit;
 use crate::sync::{AtomicU8, Ordering};
@@ -80,11 +80,14 @@ const POLICIES: [Policy; 3] = [
     },
     Policy {
         decommit: Some(Decommit::Lazy),
-        cache_bytes: 32 * 1024,
+        // Fast's thread caches: with half of them, balanced took 1.27-1.39x fast's time on
+        // c-batch-rand and 1.32x on batch-rand (a batch freed in random order flushes
+        // and refills twice as often), 1.00-1.14x with these, for 0.3 MiB more peak RSS
+        // on larson-2t and random-mixed (11 and 7 alternated runs); with 128 KiB for
+        // medium blocks, mid-large (8-32 KiB blocks) took 1.17x.
+        cache_bytes: 64 * 1024,
         cache_min: 8,
-        cache_max: 256,
-        // As fast's: with 128 KiB, mid-large (8-32 KiB blocks) took 1.17x fast's time at
-        // the same peak RSS (11 alternated runs).
+        cache_max: 512,
         medium_cache_bytes: 256 * 1024,
         retain_floor: 16 << 20,
         retain_ms: 1_000,

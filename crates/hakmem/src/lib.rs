@@ -16,13 +16,16 @@
 //! One knob, the memory [`Profile`]: how much free memory hakmem keeps for reuse and how
 //! soon it gives it back to the OS.
 //!
-//! - `Fast` (default): empty superslabs (hakmem's 2 MiB spans of small blocks) and freed
-//!   large mappings are kept in bounded caches; thread caches hold up to 64 KiB per size
-//!   class.
-//! - `Balanced`: half of `Fast`'s thread and large-mapping caches; cached superslabs and
-//!   large mappings give their pages back with `MADV_FREE` as they empty.
-//! - `Lean`: 8 KiB thread caches per size class, one cached superslab, no cached large
-//!   mappings; pages go back with `MADV_DONTNEED` at once.
+//! - `Fast` (default): empty superslabs (hakmem's 4 MiB spans of small blocks) and freed
+//!   large mappings are kept for reuse, up to the recent peak in use (at least 64 MiB),
+//!   for 5 s, and given back by later allocator calls; thread caches hold up to 64 KiB
+//!   per size class.
+//! - `Balanced`: fast's thread caches; what is kept (at least 16 MiB) stays 1 s and a
+//!   background thread gives it back while the program idles; free slabs of live
+//!   superslabs give their pages back with `MADV_FREE`.
+//! - `Lean`: half of fast's thread caches; what is kept (at least 4 MiB) stays 250 ms,
+//!   with the background return; free slabs give their pages back with `MADV_DONTNEED`
+//!   at once.
 //!
 //! The profile comes from the `HAKMEM_PROFILE` environment variable, or is fixed in code
 //! with [`HakMemWith`], which wins over the variable:
