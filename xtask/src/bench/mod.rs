@@ -18,7 +18,7 @@ mod summary;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use anyhow::{ensure, Result};
+use anyhow::{ensure, Context, Result};
 use clap::Args;
 
 use crate::shared::{output, unique_or_all, Allocator, Paths, Profile};
@@ -44,6 +44,11 @@ pub struct BenchArgs {
     /// Seconds after which a run is killed and counted as failed.
     #[arg(long, default_value_t = 300)]
     timeout: u64,
+    /// Seconds to wait before each run. On a virtual machine that hands free memory back
+    /// to its host (free page reporting), a pause of a few seconds makes every run start
+    /// on memory the host must back again: the first touch of a cold machine.
+    #[arg(long, default_value_t = 0.0, value_name = "SECS")]
+    pause: f64,
     /// hakmem's memory profile in every run (sets HAKMEM_PROFILE for the children; without
     /// it they get the environment's HAKMEM_PROFILE, if any). The rows `hakmem-balanced`
     /// and `hakmem-lean` (`--allocator hakmem,hakmem-balanced,hakmem-lean`) run in their
@@ -116,7 +121,8 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
     );
     let started = meta::Meta::now(&args, &plan, &built);
     let timeout = Duration::from_secs(args.timeout);
-    let outcomes = run::run_all(&plan, args.runs(), timeout, args.profile);
+    let pause = Duration::try_from_secs_f64(args.pause).context("--pause")?;
+    let outcomes = run::run_all(&plan, args.runs(), timeout, pause, args.profile);
     let summaries = summary::summarize(&plan, outcomes);
     report::print_table(&summaries, &plan.notes);
     let dir = output::run_dir(&paths.bench(), &started.machine)?;

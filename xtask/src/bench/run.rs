@@ -39,7 +39,13 @@ pub struct Outcome {
 /// The outcomes, indexed like `plan.workloads[w].targets[t]`.
 pub type Outcomes = Vec<Vec<Outcome>>;
 
-pub fn run_all(plan: &Plan, runs: usize, timeout: Duration, profile: Option<Profile>) -> Outcomes {
+pub fn run_all(
+    plan: &Plan,
+    runs: usize,
+    timeout: Duration,
+    pause: Duration,
+    profile: Option<Profile>,
+) -> Outcomes {
     let mut outcomes: Outcomes = plan
         .workloads
         .iter()
@@ -67,6 +73,7 @@ pub fn run_all(plan: &Plan, runs: usize, timeout: Duration, profile: Option<Prof
                     round + 1,
                     workload.name
                 ));
+                std::thread::sleep(pause);
                 let outcome = &mut outcomes[w][t];
                 let profile = workload.targets[t].allocator.profile().or(profile);
                 match run_once(invocation, timeout, profile) {
