@@ -80,11 +80,12 @@ const POLICIES: [Policy; 3] = [
     },
     Policy {
         decommit: Some(Decommit::Lazy),
-        // Fast's thread caches: with half of them, balanced took 1.27-1.39x fast's time on
-        // c-batch-rand and 1.32x on batch-rand (a batch freed in random order flushes
-        // and refills twice as often), 1.00-1.14x with these, for 0.3 MiB more peak RSS
-        // on larson-2t and random-mixed (11 and 7 alternated runs); with 128 KiB for
-        // medium blocks, mid-large (8-32 KiB blocks) took 1.17x.
+        // Fast's thread caches: with half of them, a batch freed in random order flushes
+        // and refills twice as often, and balanced ran 5 % more instructions than fast on
+        // batch-rand and c-batch-rand (callgrind, 400K operations; the same count with
+        // these) and took 1.32x fast's time on batch-rand (1.00x with these, 11
+        // alternated runs), for 0.3 MiB less peak RSS on larson-2t and random-mixed;
+        // with 128 KiB for medium blocks, mid-large (8-32 KiB blocks) took 1.17x.
         cache_bytes: 64 * 1024,
         cache_min: 8,
         cache_max: 512,
