@@ -104,6 +104,7 @@ impl BenchArgs {
 }
 
 pub fn run(args: BenchArgs) -> Result<ExitCode> {
+    let pause = Duration::try_from_secs_f64(args.pause).context("--pause")?;
     let paths = Paths::new();
     let allocators = args.allocators();
     let built = build::build(
@@ -121,7 +122,6 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
     );
     let started = meta::Meta::now(&args, &plan, &built);
     let timeout = Duration::from_secs(args.timeout);
-    let pause = Duration::try_from_secs_f64(args.pause).context("--pause")?;
     let outcomes = run::run_all(&plan, args.runs(), timeout, pause, args.profile);
     let summaries = summary::summarize(&plan, outcomes);
     report::print_table(&summaries, &plan.notes);
