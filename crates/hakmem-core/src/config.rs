@@ -66,34 +66,34 @@ pub struct Policy {
     pub large_cache_entries: usize,
 }
 
+const FAST: Policy = Policy {
+    decommit: None,
+    cache_bytes: 64 * 1024,
+    cache_min: 8,
+    cache_max: 512,
+    medium_cache_bytes: 256 * 1024,
+    retain_floor: 64 << 20,
+    retain_ms: 5_000,
+    background_return: false,
+    large_cache_entries: 64,
+};
+
 const POLICIES: [Policy; 3] = [
-    Policy {
-        decommit: None,
-        cache_bytes: 64 * 1024,
-        cache_min: 8,
-        cache_max: 512,
-        medium_cache_bytes: 256 * 1024,
-        retain_floor: 64 << 20,
-        retain_ms: 5_000,
-        background_return: false,
-        large_cache_entries: 64,
-    },
+    FAST,
+    // Fast's thread caches (the fields not named here): with half of them, a batch freed
+    // in random order flushes and refills twice as often, and balanced ran 5 % more
+    // instructions than fast on batch-rand and c-batch-rand (callgrind, 400K operations;
+    // the same count with these) and took 1.32x fast's time on batch-rand (1.00x with
+    // these, 11 alternated runs), for 0.3 MiB less peak RSS on larson-2t and
+    // random-mixed; with 128 KiB for medium blocks, mid-large (8-32 KiB blocks) took
+    // 1.17x.
     Policy {
         decommit: Some(Decommit::Lazy),
-        // Fast's thread caches: with half of them, a batch freed in random order flushes
-        // and refills twice as often, and balanced ran 5 % more instructions than fast on
-        // batch-rand and c-batch-rand (callgrind, 400K operations; the same count with
-        // these) and took 1.32x fast's time on batch-rand (1.00x with these, 11
-        // alternated runs), for 0.3 MiB less peak RSS on larson-2t and random-mixed;
-        // with 128 KiB for medium blocks, mid-large (8-32 KiB blocks) took 1.17x.
-        cache_bytes: 64 * 1024,
-        cache_min: 8,
-        cache_max: 512,
-        medium_cache_bytes: 256 * 1024,
         retain_floor: 16 << 20,
         retain_ms: 1_000,
         background_return: true,
         large_cache_entries: 32,
+        ..FAST
     },
     Policy {
         decommit: Some(Decommit::Now),
