@@ -137,6 +137,28 @@ fn print_summary_to(fd: i32) {
     // Writing into a `Message` cannot fail (it truncates).
     let _ = write_summary(&mut m, &counts(&s), &s);
     m.emit_to(fd);
+    let usage = hakmem_core::class_usage();
+    for u in usage.iter().filter(|u| u.slabs > 0) {
+        let mut m = Message::<256>::new();
+        let _ = write_class(&mut m, u);
+        m.emit_to(fd);
+    }
+}
+
+/// One class's line: where the bytes of its slabs are, in KiB.
+fn write_class(m: &mut impl Write, u: &hakmem_core::ClassUsage) -> core::fmt::Result {
+    let kib = |b: usize| b.div_ceil(1024);
+    writeln!(
+        m,
+        "hakmem:   {:>7} B blocks: {} KiB live, {} in thread caches, {} on remote lists, {} free, {} uncarved, of {} KiB in slabs",
+        u.block_size,
+        kib(u.live),
+        kib(u.thread_caches),
+        kib(u.remote),
+        kib(u.free_in_slabs),
+        kib(u.uncarved),
+        kib(u.slabs)
+    )
 }
 
 fn write_summary(m: &mut impl Write, c: &Counts, s: &hakmem_core::Stats) -> core::fmt::Result {
@@ -213,5 +235,25 @@ mod tests {
         ] {
             assert!(text.contains(word), "{word} missing from {text}");
         }
+    }
+
+    #[test]
+    fn class_line_says_where_the_bytes_are() {
+        let u = hakmem_core::ClassUsage {
+            block_size: 112,
+            slabs: 64 * 1024,
+            live: 40 * 1024,
+            thread_caches: 8 * 1024,
+            remote: 1024,
+            free_in_slabs: 5 * 1024,
+            uncarved: 10 * 1024,
+        };
+        let mut m = Message::<256>::new();
+        write_class(&mut m, &u).unwrap();
+        let text = core::str::from_utf8(m.as_bytes()).unwrap();
+        assert_eq!(
+            text,
+            "hakmem:       112 B blocks: 40 KiB live, 8 in thread caches, 1 on remote lists, 5 free, 10 uncarved, of 64 KiB in slabs\n"
+        );
     }
 }

@@ -14,7 +14,7 @@ use crate::chunk_map::{MAP_FREE, SLABS};
 use crate::os;
 use crate::pool;
 use crate::remote::Block;
-use crate::size_class::{block_size, Class, PerClass, NUM_CLASSES};
+use crate::size_class::{block_size, Class, PerClass, NUM_CLASSES, SLAB_SIZE};
 use crate::superslab::{is_span_class, OwnerId, SlabMeta, SuperSlab};
 use crate::sync::{AtomicIsize, Ordering, SpinLock};
 use core::cell::Cell;
@@ -35,10 +35,53 @@ pub struct Heap {
     next_free: Cell<*mut Heap>,
     /// Link in the list of all heaps (set once).
     next_all: *mut Heap,
-    /// Bytes of blocks taken out of slabs minus bytes given back, by this heap's thread
-    /// (a heap may give back blocks another took, so only the sum over heaps is
-    /// meaningful).
-    pub out_bytes: AtomicIsize,
+    /// What this heap moved, per class, for [`mod@crate::stats`].
+    counts: PerClass<ClassCounts>,
+}
+
+/// What one heap moved for one class, in bytes. Only the heap's thread writes them (a
+/// load and a store, never a locked read-modify-write, so the slow path pays nothing
+/// shared); [`mod@crate::stats`] reads them from any thread. A heap may give back what
+/// another took, and adopt slabs another carved, so only sums over all heaps mean
+/// something: the sum of `taken` is what the program and the thread caches hold, that of
+/// `remote` what waits on remote lists, that of `slabs` what the class's slabs span.
+pub struct ClassCounts {
+    /// Blocks taken out of slabs, minus blocks given back (to their slab or its remote
+    /// list).
+    pub taken: AtomicIsize,
+    /// Blocks pushed on remote lists, minus blocks collected from them.
+    pub remote: AtomicIsize,
+    /// Slabs carved for the class, minus slabs released (whole spans).
+    pub slabs: AtomicIsize,
+    /// Of those slabs, the bytes carved into blocks so far ([`SlabMeta::carved_to`]).
+    pub carved: AtomicIsize,
+    /// Blocks in this heap's thread cache, as of the thread's last slow path for the class
+    /// (set, not added).
+    pub cached: AtomicIsize,
+}
+
+impl ClassCounts {
+    fn new() -> Self {
+        ClassCounts {
+            taken: AtomicIsize::new(0),
+            remote: AtomicIsize::new(0),
+            slabs: AtomicIsize::new(0),
+            carved: AtomicIsize::new(0),
+            cached: AtomicIsize::new(0),
+        }
+    }
+}
+
+/// Bytes a slab of class `c` spans.
+fn slab_bytes(c: Class) -> usize {
+    crate::size_class::span_slabs(c) * SLAB_SIZE
+}
+
+/// Add `bytes` to a counter that only the calling thread writes.
+#[inline]
+fn add(counter: &AtomicIsize, bytes: isize) {
+    let v = counter.load(Ordering::Relaxed);
+    counter.store(v.wrapping_add(bytes), Ordering::Relaxed);
 }
 
 // SAFETY: a heap is used by one thread at a time; handing it over goes through the
@@ -95,33 +138,44 @@ impl Heap {
                 last_decommit_ms: Cell::new(0),
                 next_free: Cell::new(null_mut()),
                 next_all: pool.all,
-                out_bytes: AtomicIsize::new(0),
+                counts: PerClass(core::array::from_fn(|_| ClassCounts::new())),
             });
         }
         pool.all = h;
         h
     }
 
-    /// Sum of `out_bytes` over all heaps.
-    pub fn total_out_bytes() -> isize {
+    /// Call `f` with the counts of every heap there is (under the heap pool's lock).
+    pub fn for_each_counts(mut f: impl FnMut(&PerClass<ClassCounts>)) {
         let pool = HEAPS.lock();
         let mut h = pool.all;
-        let mut sum = 0isize;
         while !h.is_null() {
-            // SAFETY: heaps are never freed.
+            // SAFETY: heaps are never freed, and the counts are atomics.
             unsafe {
-                sum = sum.wrapping_add((*h).out_bytes.load(Ordering::Relaxed));
+                f(&(*h).counts);
                 h = (*h).next_all;
             }
         }
-        sum
     }
 
+    /// Note that `n` blocks of class `c` left slabs (negative: came back).
     #[inline]
-    fn add_out(&self, bytes: isize) {
-        let v = self.out_bytes.load(Ordering::Relaxed);
-        self.out_bytes
-            .store(v.wrapping_add(bytes), Ordering::Relaxed);
+    fn add_taken(&self, c: Class, n: isize) {
+        add(&self.counts[c].taken, n * block_size(c) as isize);
+    }
+
+    /// Note that a slab of class `c` was carved (`n` 1) or released (-1).
+    fn add_slab(&self, c: Class, n: isize) {
+        add(&self.counts[c].slabs, n * slab_bytes(c) as isize);
+    }
+
+    /// Note that this heap's thread cache holds `n` blocks of class `c` now.
+    #[inline]
+    pub fn note_cached(&self, c: Class, n: u32) {
+        let bytes = n as usize * block_size(c);
+        self.counts[c]
+            .cached
+            .store(bytes as isize, Ordering::Relaxed);
     }
 
     /// Blocks of class `c`, linked and null-terminated: `(first, count)`, count 0 when
@@ -135,12 +189,14 @@ impl Heap {
                 let m = unsafe { &*meta };
                 if !m.has_free() {
                     // SAFETY: we own the slab.
-                    unsafe { m.collect_remote() };
+                    unsafe { self.collect(m) };
                 }
+                let carved = m.carved_to();
                 // SAFETY: we own the slab.
                 let (first, n) = unsafe { m.take(want, whole) };
+                add(&self.counts[c].carved, (m.carved_to() - carved) as isize);
                 if n > 0 {
-                    self.add_out((n * block_size(c)) as isize);
+                    self.add_taken(c, n as isize);
                     return (first, n);
                 }
                 self.unlink_partial(c, m);
@@ -189,7 +245,11 @@ impl Heap {
         }
         // SAFETY: the run's blocks are ours to give away.
         unsafe { run.push() };
-        self.add_out(-((n * block_size(c)) as isize));
+        self.add_taken(c, -(n as isize));
+        add(
+            &self.counts[c].remote,
+            (run.pushed * block_size(c)) as isize,
+        );
         p
     }
 
@@ -231,7 +291,7 @@ impl Heap {
                 }
                 let meta = s.meta(i);
                 // SAFETY: we own the slab.
-                if unsafe { meta.collect_remote() } {
+                if unsafe { self.collect(meta) } {
                     found = true;
                     if self.after_return(s, meta) {
                         break; // the superslab went back to the pool: it is not ours now
@@ -257,7 +317,7 @@ impl Heap {
             // SAFETY: we own it.
             let s = unsafe { &*ss };
             // SAFETY: as above.
-            let meta = unsafe { s.carve_slab(c) };
+            let meta = unsafe { self.carve(s, c) };
             if !meta.is_null() {
                 return meta;
             }
@@ -270,7 +330,7 @@ impl Heap {
             }
             self.take_over(adopted);
             // SAFETY: we own it now.
-            let meta = unsafe { (*adopted).carve_slab(c) };
+            let meta = unsafe { self.carve(&*adopted, c) };
             if !meta.is_null() {
                 return meta;
             }
@@ -288,7 +348,47 @@ impl Heap {
         }
         self.link_owned(fresh);
         // SAFETY: an empty superslab we own.
-        unsafe { (*fresh).carve_slab(c) }
+        unsafe { self.carve(&*fresh, c) }
+    }
+
+    /// [`SuperSlab::carve_slab`], counted.
+    ///
+    /// # Safety
+    /// We own `s`.
+    unsafe fn carve(&self, s: &SuperSlab, c: Class) -> *mut SlabMeta {
+        // SAFETY: by the caller.
+        let meta = unsafe { s.carve_slab(c) };
+        if !meta.is_null() {
+            self.add_slab(c, 1);
+        }
+        meta
+    }
+
+    /// [`SuperSlab::release_slab`], counted.
+    ///
+    /// # Safety
+    /// We own `s`, and `meta` is one of its spans, empty.
+    unsafe fn release(&self, s: &SuperSlab, meta: &SlabMeta) {
+        let c = meta.class();
+        self.add_slab(c, -1);
+        // SAFETY: by the caller.
+        let (start, _) = unsafe { s.release_slab(meta) };
+        add(
+            &self.counts[c].carved,
+            -((meta.carved_to() - start) as isize),
+        );
+    }
+
+    /// [`SlabMeta::collect_remote`], counted; whether any block came home.
+    ///
+    /// # Safety
+    /// We own the slab.
+    unsafe fn collect(&self, meta: &SlabMeta) -> bool {
+        // SAFETY: by the caller.
+        let got = unsafe { meta.collect_remote() };
+        let bytes = got.counted as usize * block_size(meta.class());
+        add(&self.counts[meta.class()].remote, -(bytes as isize));
+        got.any
     }
 
     /// Adopt every abandoned superslab: blocks other threads gave back come home, and the
@@ -322,7 +422,7 @@ impl Heap {
         // SAFETY: adopted, so ours alone.
         let s = unsafe { &*ss };
         // SAFETY: adopted, so ours.
-        for (c, meta) in unsafe { collect_all_remote(s) } {
+        for (c, meta) in unsafe { self.collect_all_remote(s) } {
             if meta.has_free() {
                 self.push_partial(c, meta);
             }
@@ -371,7 +471,7 @@ impl Heap {
             self.unlink_partial(m.class(), m);
         }
         // SAFETY: by the caller, `ss` is ours and `meta` one of its spans.
-        let _ = unsafe { s.release_slab(m) };
+        unsafe { self.release(s, m) };
         if s.is_empty() && self.owned_count.get() > 1 {
             self.unlink_owned(s);
             // The pool's pointer is made from the superslab's address, as every pointer
@@ -465,7 +565,7 @@ impl Heap {
             let s = unsafe { &*ss };
             let next = s.next.get();
             // SAFETY: ours until retired.
-            unsafe { collect_all_remote(s) }.for_each(drop);
+            unsafe { self.collect_all_remote(s) }.for_each(drop);
             if s.is_empty() {
                 // SAFETY: empty, and ours to give.
                 unsafe { pool::release_empty(ss) };
@@ -486,52 +586,59 @@ impl Heap {
     }
 }
 
-/// Bring home the remote blocks of every slab of `s` (whose owner is the caller, which
-/// rebuilds its lists), release the slabs left empty, and yield the others with their
-/// class, taken off any partial list.
-///
-/// # Safety
-/// The caller owns `s` while it uses the iterator.
-unsafe fn collect_all_remote(s: &SuperSlab) -> impl Iterator<Item = (Class, &SlabMeta)> {
-    // SAFETY: by the caller.
-    unsafe { s.take_pending() };
-    let mut i = 1;
-    core::iter::from_fn(move || {
-        while i < SLABS {
-            let e = s.header.class_map[i].load(Ordering::Relaxed);
-            if e == MAP_FREE {
-                i += 1;
-                continue;
+impl Heap {
+    /// Bring home the remote blocks of every slab of `s` (whose owner is the caller, which
+    /// rebuilds its lists), release the slabs left empty, and yield the others with their
+    /// class, taken off any partial list.
+    ///
+    /// # Safety
+    /// We own `s` while the iterator is used.
+    unsafe fn collect_all_remote<'a>(
+        &'a self,
+        s: &'a SuperSlab,
+    ) -> impl Iterator<Item = (Class, &'a SlabMeta)> {
+        // SAFETY: by the caller.
+        unsafe { s.take_pending() };
+        let mut i = 1;
+        core::iter::from_fn(move || {
+            while i < SLABS {
+                let e = s.header.class_map[i].load(Ordering::Relaxed);
+                if e == MAP_FREE {
+                    i += 1;
+                    continue;
+                }
+                let meta = s.meta(i);
+                // A used slab's byte is its class (`MAP_HEADER` is never at `i >= 1`).
+                let Some(c) = Class::from_map_entry(e) else {
+                    i += 1;
+                    continue;
+                };
+                i += crate::size_class::span_slabs(c);
+                // SAFETY: the caller owns the superslab, so its slabs and their lists.
+                unsafe {
+                    meta.set_in_partial(false);
+                    self.collect(meta);
+                }
+                if meta.used() == 0 {
+                    // SAFETY: as above; `meta` is one of `s`'s spans.
+                    unsafe { self.release(s, meta) };
+                } else {
+                    return Some((c, meta));
+                }
             }
-            let meta = s.meta(i);
-            // A used slab's byte is its class (`MAP_HEADER` is never at `i >= 1`).
-            let Some(c) = Class::from_map_entry(e) else {
-                i += 1;
-                continue;
-            };
-            i += crate::size_class::span_slabs(c);
-            // SAFETY: the caller owns the superslab, so its slabs and their lists.
-            unsafe {
-                meta.set_in_partial(false);
-                meta.collect_remote();
-            }
-            if meta.used() == 0 {
-                // SAFETY: as above; `meta` is one of `s`'s spans.
-                let _ = unsafe { s.release_slab(meta) };
-            } else {
-                return Some((c, meta));
-            }
-        }
-        None
-    })
+            None
+        })
+    }
 }
 
-/// Consecutive blocks of one foreign slab, linked, waiting to be pushed together.
+/// Consecutive blocks of one foreign slab, linked, waiting to be pushed together; and
+/// how many blocks the runs before it pushed.
 struct RemoteRun {
     meta: *const SlabMeta,
     first: *mut Block,
     last: *mut Block,
     len: u32,
+    pushed: usize,
 }
 
 impl RemoteRun {
@@ -540,6 +647,7 @@ impl RemoteRun {
         first: null_mut(),
         last: null_mut(),
         len: 0,
+        pushed: 0,
     };
 
     /// Add `p`, a block of `meta`'s slab, pushing the run first if it is another slab's.
@@ -577,7 +685,10 @@ impl RemoteRun {
                 self.len,
             );
         }
-        *self = RemoteRun::EMPTY;
+        *self = RemoteRun {
+            pushed: self.pushed + self.len as usize,
+            ..RemoteRun::EMPTY
+        };
     }
 }
 

@@ -72,7 +72,7 @@ pub use os::{abort, write_stderr};
 pub use size_class::{
     block_size, class_for, class_of_size, Class, MAX_SMALL_SIZE, MIN_ALIGN, NUM_CLASSES,
 };
-pub use stats::Stats;
+pub use stats::{ClassUsage, Stats};
 pub use sync::SpinLock;
 
 /// Subtract `bytes` from the calling thread's sampling countdown; whether it went below
@@ -275,6 +275,12 @@ pub fn profile() -> Profile {
 /// A snapshot of the statistics.
 pub fn stats() -> Stats {
     stats::snapshot()
+}
+
+/// Where the bytes of each size class's slabs are (live, in thread caches, on remote
+/// lists, free in the slabs); index `i` is class `i`. Never allocates.
+pub fn class_usage() -> [ClassUsage; NUM_CLASSES] {
+    stats::usage()
 }
 
 /// Choose the memory profile (before the first allocation, ideally).

@@ -1,7 +1,9 @@
-//! Statistics, gathered without allocating: what the OS gave us, what is handed out.
+//! Statistics, gathered without allocating: what the OS gave us, what is handed out, and,
+//! per size class, where the bytes of its slabs are.
 
-use crate::heap::Heap;
+use crate::heap::{ClassCounts, Heap};
 use crate::os::COUNTERS;
+use crate::size_class::{block_size, Class, NUM_CLASSES};
 use crate::sync::Ordering::Relaxed;
 use crate::{large, pool};
 
@@ -29,7 +31,7 @@ pub struct Stats {
 
 /// Read the counters now.
 pub fn snapshot() -> Stats {
-    let small = Heap::total_out_bytes().max(0) as usize;
+    let small: usize = usage().iter().map(|u| u.live + u.thread_caches).sum();
     let (cached, abandoned) = pool::counts();
     Stats {
         allocated: small + large::LARGE_BYTES.load(Relaxed),
@@ -51,4 +53,84 @@ impl Stats {
     pub fn os_calls(&self) -> usize {
         self.mmap_calls + self.munmap_calls + self.madvise_calls + self.mremap_calls
     }
+}
+
+/// Where the bytes of one size class's slabs are, in bytes.
+///
+/// Every heap counts what it moves on its slow paths (refill, flush, remote collection,
+/// carving and releasing slabs), and this adds the counts of all heaps up; at rest the
+/// fields after `slabs` add up to it. While other threads run, the sums are a moment's
+/// reading of counters that move. `thread_caches` counts the calling thread's cache
+/// exactly and every other thread's as it was at that thread's last slow path for the
+/// class (an exited thread's cache is empty); the difference shows in `live`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ClassUsage {
+    /// The class's block size.
+    pub block_size: usize,
+    /// The slabs carved for the class: whole spans, whether their pages are resident or not.
+    pub slabs: usize,
+    /// Blocks the program holds.
+    pub live: usize,
+    /// Free blocks in threads' caches.
+    pub thread_caches: usize,
+    /// Blocks freed by a thread other than their slab's owner, waiting on the slab's
+    /// remote list for the owner to collect them.
+    pub remote: usize,
+    /// Free blocks back in their slabs, on the slabs' free lists.
+    pub free_in_slabs: usize,
+    /// The rest of the slabs: not carved into blocks yet, or a tail too small for a block.
+    /// hakmem never wrote these bytes, so their pages are resident only if something
+    /// else brought them in (a huge page, a slab used before for another class).
+    pub uncarved: usize,
+}
+
+/// One class's counters summed over all heaps.
+#[derive(Clone, Copy, Default)]
+struct Sums {
+    taken: isize,
+    remote: isize,
+    slabs: isize,
+    carved: isize,
+    cached: isize,
+}
+
+impl Sums {
+    fn add(&mut self, k: &ClassCounts) {
+        self.taken = self.taken.wrapping_add(k.taken.load(Relaxed));
+        self.remote = self.remote.wrapping_add(k.remote.load(Relaxed));
+        self.slabs = self.slabs.wrapping_add(k.slabs.load(Relaxed));
+        self.carved = self.carved.wrapping_add(k.carved.load(Relaxed));
+        self.cached = self.cached.wrapping_add(k.cached.load(Relaxed));
+    }
+
+    /// The states, each clamped into what the others leave (the sums of a moment's
+    /// reading of moving counters need not be consistent).
+    fn usage(&self, c: Class) -> ClassUsage {
+        let at_least_0 = |v: isize| v.max(0) as usize;
+        let (taken, remote) = (at_least_0(self.taken), at_least_0(self.remote));
+        let (slabs, carved) = (at_least_0(self.slabs), at_least_0(self.carved));
+        let thread_caches = at_least_0(self.cached).min(taken);
+        ClassUsage {
+            block_size: block_size(c),
+            slabs,
+            live: taken - thread_caches,
+            thread_caches,
+            remote,
+            free_in_slabs: carved.saturating_sub(taken + remote),
+            uncarved: slabs.saturating_sub(carved.max(taken + remote)),
+        }
+    }
+}
+
+/// Where the bytes of each class's slabs are; index `i` is class `i` (its `block_size`
+/// says which sizes it serves). Takes the heap list's lock; never allocates.
+pub fn usage() -> [ClassUsage; NUM_CLASSES] {
+    let mut sums = [Sums::default(); NUM_CLASSES];
+    crate::thread_cache::note_cached_now();
+    Heap::for_each_counts(|counts| {
+        for (c, k) in counts.iter() {
+            sums[c.index()].add(k);
+        }
+    });
+    core::array::from_fn(|i| sums[i].usage(Class::new(i)))
 }

@@ -464,6 +464,12 @@ impl SlabMeta {
         self.used.get()
     }
 
+    /// Where fresh carving goes on: every block below it was handed out at least once.
+    #[inline]
+    pub fn carved_to(&self) -> usize {
+        self.bump.get()
+    }
+
     #[inline]
     pub fn in_partial(&self) -> bool {
         self.in_partial.get()
@@ -564,13 +570,13 @@ impl SlabMeta {
     }
 
     /// Move the remote list onto the free list (the owner's side of the remote-free
-    /// protocol: the count first, then the list); true if any block came home or was
-    /// counted home. When the free list is empty (the usual case: a slab is drained when
-    /// it runs dry) the list is taken as it is, without walking it.
+    /// protocol: the count first, then the list). When the free list is empty (the usual
+    /// case: a slab is drained when it runs dry) the list is taken as it is, without
+    /// walking it.
     ///
     /// # Safety
     /// The caller owns the slab.
-    pub unsafe fn collect_remote(&self) -> bool {
+    pub unsafe fn collect_remote(&self) -> Collected {
         let n = if self.remote_count.load(Ordering::Relaxed) == 0 {
             0
         } else {
@@ -578,8 +584,12 @@ impl SlabMeta {
         };
         let head = self.remote.take_all();
         self.used.set(self.used.get() - n);
+        let got = Collected {
+            any: !head.is_null() || n > 0,
+            counted: n,
+        };
         if head.is_null() {
-            return n > 0;
+            return got;
         }
         let local = self.free.get();
         if local.is_null() {
@@ -600,8 +610,17 @@ impl SlabMeta {
                 .set(if len == UNKNOWN_LEN { len } else { len + n });
         }
         self.free.set(head);
-        true
+        got
     }
+}
+
+/// What [`SlabMeta::collect_remote`] brought home.
+pub struct Collected {
+    /// Whether any block came home or was counted home.
+    pub any: bool,
+    /// Blocks counted home: `used` fell by this many. A block a pusher has linked but not
+    /// yet counted comes home now and is counted at a later collection.
+    pub counted: u32,
 }
 
 #[cfg(test)]
@@ -676,7 +695,7 @@ mod tests {
             let b = (ss.slab_start(1) + 48) as *mut Block;
             ss.push_remote(meta, b, b, 1);
             assert_eq!(ss.take_pending(), 1 << 1);
-            assert!(meta.collect_remote());
+            assert!(meta.collect_remote().any);
             assert_eq!(meta.used() as usize, cap - 1);
             // A list that took a remote chain has no known length: it is walked.
             assert_eq!(meta.take(5, usize::MAX), (b, 1));

@@ -333,6 +333,7 @@ fn alloc_slow<H: ThreadHooks>(c: Class) -> *mut u8 {
         let bin = bin_of(tc, c);
         bin.head = (*first).next;
         bin.set_count((n - 1) as u32);
+        (*h).note_cached(c, bin.count());
     }
     first.cast()
 }
@@ -400,8 +401,27 @@ const FLUSH_MAX: u32 = 64;
 unsafe fn flush_newest(bin: &mut Bin, h: *mut Heap, c: Class, keep: u32) {
     let n = bin.count().saturating_sub(keep);
     // SAFETY: the bin holds `count() >= n` blocks, ours to give back; `h` by the caller.
-    bin.head = unsafe { (*h).flush(c, bin.head, n as usize) };
-    bin.set_count(bin.count() - n);
+    unsafe {
+        bin.head = (*h).flush(c, bin.head, n as usize);
+        bin.set_count(bin.count() - n);
+        (*h).note_cached(c, bin.count());
+    }
+}
+
+/// Tell the calling thread's heap how many blocks its cache holds in each class now (the
+/// heap's counts otherwise hold what the last slow path saw), so that statistics read
+/// this thread exactly.
+pub fn note_cached_now() {
+    let tc = cache();
+    // SAFETY: the thread's own cache.
+    let h = unsafe { (*tc).heap };
+    if h.is_null() {
+        return;
+    }
+    for c in Class::all() {
+        // SAFETY: the thread's own cache and heap.
+        unsafe { (*h).note_cached(c, bin_of(tc, c).count()) };
+    }
 }
 
 /// Flush every bin of the calling thread and retire its heap (thread exit). The cache is

@@ -40,7 +40,9 @@
 //!
 //! [`stats()`] returns a [`Stats`] snapshot: bytes handed out, bytes mapped, the resident
 //! set of the process, cached superslabs and large mappings, and how many `mmap`,
-//! `munmap`, `madvise` and `mremap` calls hakmem made. It never allocates.
+//! `munmap`, `madvise` and `mremap` calls hakmem made. [`class_usage()`] says, per size
+//! class, where the bytes of its slabs are: held by the program, in thread caches, on
+//! remote lists, free in the slabs. Neither allocates.
 //!
 //! ```
 //! # #[global_allocator]
@@ -48,6 +50,15 @@
 //! # fn main() {
 //! let s = hakmem::stats();
 //! println!("{} bytes in use, {} mapped, {} OS calls", s.allocated, s.mapped, s.os_calls());
+//! let held: Vec<Box<[u8; 100]>> = (0..1000).map(|_| Box::new([0; 100])).collect();
+//! for u in hakmem::class_usage().iter().filter(|u| u.slabs > 0) {
+//!     println!(
+//!         "{:>6} B blocks: {} live, {} cached, {} remote, {} free of {} in slabs",
+//!         u.block_size, u.live, u.thread_caches, u.remote, u.free_in_slabs, u.slabs
+//!     );
+//! }
+//! assert!(hakmem::class_usage().iter().any(|u| u.block_size >= 100 && u.live >= 100_000));
+//! # drop(held);
 //! # }
 //! ```
 //!
@@ -196,7 +207,7 @@ mod front {
     }
 }
 
-pub use hakmem_core::{Profile, Stats};
+pub use hakmem_core::{ClassUsage, Profile, Stats};
 
 /// The heap profiler (feature `heap-profile`): [`heap_profile::start`],
 /// [`heap_profile::stop`], [`heap_profile::dump`], [`heap_profile::snapshot`]. See
@@ -305,6 +316,13 @@ unsafe impl GlobalAlloc for HakMemWith {
 /// A snapshot of hakmem's statistics; never allocates.
 pub fn stats() -> Stats {
     hakmem_core::stats()
+}
+
+/// Where the bytes of each size class's slabs are: held by the program, in thread caches,
+/// on remote lists (freed by another thread, not yet collected), free in the slabs.
+/// Index `i` is class `i`; [`ClassUsage::block_size`] says which. Never allocates.
+pub fn class_usage() -> [ClassUsage; hakmem_core::NUM_CLASSES] {
+    hakmem_core::class_usage()
 }
 
 /// Give cached free memory back to the OS now (like `malloc_trim(0)`).
