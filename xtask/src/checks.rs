@@ -61,7 +61,8 @@ const CHECKS: [Check; 3] = [
         ]],
     },
     // Miri over the pure-logic unit tests, then the real allocator on the model platform
-    // layer (os/model.rs): a large block's whole life, and the shadow model's short
+    // layer (os/model.rs): a large block's whole life, the per-class counts read across
+    // threads (class_usage), and the shadow model's short
     // sequences on one thread and spread over two (thread cache, heap, superslab,
     // remote frees, large blocks). Hakmem's pointers pass through integers (chunk bases,
     // block links), hence permissive provenance; the thread caches of exited threads
@@ -100,6 +101,8 @@ const CHECKS: [Check; 3] = [
                 "hakmem-core",
                 "--test",
                 "large_blocks",
+                "--test",
+                "class_usage",
                 "--target-dir",
                 "target/miri",
             ],
