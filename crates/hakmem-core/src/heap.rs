@@ -369,14 +369,11 @@ impl Heap {
     /// # Safety
     /// We own `s`, and `meta` is one of its spans, empty.
     unsafe fn release(&self, s: &SuperSlab, meta: &SlabMeta) {
-        let c = meta.class();
-        self.add_slab(c, -1);
+        let (c, carved_to) = (meta.class(), meta.carved_to());
         // SAFETY: by the caller.
         let (start, _) = unsafe { s.release_slab(meta) };
-        add(
-            &self.counts[c].carved,
-            -((meta.carved_to() - start) as isize),
-        );
+        self.add_slab(c, -1);
+        add(&self.counts[c].carved, -((carved_to - start) as isize));
     }
 
     /// [`SlabMeta::collect_remote`], counted; whether any block came home.
@@ -584,9 +581,7 @@ impl Heap {
         self.next_free.set(pool.free);
         pool.free = self as *const Heap as *mut Heap;
     }
-}
 
-impl Heap {
     /// Bring home the remote blocks of every slab of `s` (whose owner is the caller, which
     /// rebuilds its lists), release the slabs left empty, and yield the others with their
     /// class, taken off any partial list.

@@ -278,7 +278,7 @@ pub fn stats() -> Stats {
 }
 
 /// Where the bytes of each size class's slabs are (live, in thread caches, on remote
-/// lists, free in the slabs); index `i` is class `i`. Never allocates.
+/// lists, free in the slabs, not carved yet); index `i` is class `i`. Never allocates.
 pub fn class_usage() -> [ClassUsage; NUM_CLASSES] {
     stats::usage()
 }

@@ -42,7 +42,7 @@
 //! set of the process, cached superslabs and large mappings, and how many `mmap`,
 //! `munmap`, `madvise` and `mremap` calls hakmem made. [`class_usage()`] says, per size
 //! class, where the bytes of its slabs are: held by the program, in thread caches, on
-//! remote lists, free in the slabs. Neither allocates.
+//! remote lists, free in the slabs, not carved yet. Neither allocates.
 //!
 //! ```
 //! # #[global_allocator]
@@ -319,8 +319,9 @@ pub fn stats() -> Stats {
 }
 
 /// Where the bytes of each size class's slabs are: held by the program, in thread caches,
-/// on remote lists (freed by another thread, not yet collected), free in the slabs.
-/// Index `i` is class `i`; [`ClassUsage::block_size`] says which. Never allocates.
+/// on remote lists (freed by another thread, not yet collected), free in the slabs, not
+/// carved yet. Index `i` is class `i`; [`ClassUsage::block_size`] says which. Other
+/// threads' caches are counted as their last refill or flush left them. Never allocates.
 pub fn class_usage() -> [ClassUsage; hakmem_core::NUM_CLASSES] {
     hakmem_core::class_usage()
 }
