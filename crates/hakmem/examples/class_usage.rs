@@ -64,41 +64,36 @@ fn churn(seed: u64, ops: u64) -> Vec<Option<Vec<u8>>> {
 }
 
 fn report() {
-    let kib = |b: usize| b >> 10;
     println!(
         "{:>8} {:>9} {:>9} {:>9} {:>9} {:>9}   (KiB)",
         "block", "live", "caches", "free", "uncarved", "slabs"
     );
     let mut sum = hakmem::ClassUsage::default();
     for u in hakmem::class_usage().iter().filter(|u| u.slabs > 0) {
-        println!(
-            "{:>8} {:>9} {:>9} {:>9} {:>9} {:>9}",
-            u.block_size,
-            kib(u.live),
-            kib(u.thread_caches),
-            kib(u.free_in_slabs),
-            kib(u.uncarved),
-            kib(u.slabs)
-        );
+        row(&u.block_size.to_string(), u);
         sum.live += u.live;
         sum.thread_caches += u.thread_caches;
         sum.free_in_slabs += u.free_in_slabs;
         sum.uncarved += u.uncarved;
         sum.slabs += u.slabs;
     }
-    println!(
-        "{:>8} {:>9} {:>9} {:>9} {:>9} {:>9}",
-        "all",
-        kib(sum.live),
-        kib(sum.thread_caches),
-        kib(sum.free_in_slabs),
-        kib(sum.uncarved),
-        kib(sum.slabs)
-    );
+    row("all", &sum);
     let s = hakmem::stats();
     println!(
         "mapped {} KiB, process resident {} KiB",
-        kib(s.mapped),
-        kib(s.resident)
+        s.mapped >> 10,
+        s.resident >> 10
+    );
+}
+
+/// One line of the table, in KiB.
+fn row(label: &str, u: &hakmem::ClassUsage) {
+    println!(
+        "{label:>8} {:>9} {:>9} {:>9} {:>9} {:>9}",
+        u.live >> 10,
+        u.thread_caches >> 10,
+        u.free_in_slabs >> 10,
+        u.uncarved >> 10,
+        u.slabs >> 10
     );
 }
