@@ -139,7 +139,7 @@ pub struct SuperSlab {
     /// When it went back to the pool empty ([`crate::os::now_ms`]; the pool's only).
     pub released_ms: Cell<u64>,
     /// What it is carved into until it is empty again (owner only): decided by the first
-    /// carve after it was empty. Single slabs (the classes up to 8 KiB, whose slabs fill
+    /// carve after it was empty. Single slabs (the classes up to 32 KiB, whose slabs fill
     /// up densely) and spans of several slabs (larger blocks, often touched sparsely, as
     /// a buffer grown by `realloc` is) never share a superslab, so that the first can
     /// have huge pages and the second not pay for them.
@@ -188,7 +188,7 @@ static SPAN: PerClass<u8> = {
     PerClass(t)
 };
 
-/// Whether slabs of class `c` are spans of several slabs (blocks over 8 KiB), which never
+/// Whether slabs of class `c` are spans of several slabs (blocks over 32 KiB), which never
 /// share a superslab with single slabs ([`SuperSlab::carves_spans`]).
 #[inline]
 pub fn is_span_class(c: Class) -> bool {
