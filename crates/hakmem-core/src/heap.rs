@@ -15,7 +15,7 @@ use crate::os;
 use crate::pool;
 use crate::remote::Block;
 use crate::size_class::{block_size, Class, PerClass, NUM_CLASSES, SLAB_SIZE};
-use crate::superslab::{is_span_class, OwnerId, SlabMeta, SuperSlab};
+use crate::superslab::{is_wide_class, OwnerId, SlabMeta, SuperSlab};
 use crate::sync::{AtomicIsize, Ordering, SpinLock};
 use core::cell::Cell;
 use core::ptr::null_mut;
@@ -324,7 +324,7 @@ impl Heap {
             ss = s.next.get();
         }
         loop {
-            let adopted = pool::adopt(is_span_class(c));
+            let adopted = pool::adopt(is_wide_class(c));
             if adopted.is_null() {
                 break;
             }
@@ -342,7 +342,7 @@ impl Heap {
                 return m;
             }
         }
-        let fresh = pool::acquire(is_span_class(c));
+        let fresh = pool::acquire(is_wide_class(c));
         if fresh.is_null() {
             return null_mut();
         }

@@ -138,26 +138,27 @@ pub struct SuperSlab {
     pub prev: Cell<*mut SuperSlab>,
     /// When it went back to the pool empty ([`crate::os::now_ms`]; the pool's only).
     pub released_ms: Cell<u64>,
-    /// What it is carved into until it is empty again (owner only): decided by the first
-    /// carve after it was empty. Single slabs (the classes up to 32 KiB, whose slabs fill
-    /// up densely) and spans of several slabs (larger blocks, often touched sparsely, as
-    /// a buffer grown by `realloc` is) never share a superslab, so that the first can
-    /// have huge pages and the second not pay for them.
-    spans: Cell<bool>,
+    /// Whether it holds *wide* blocks ([`is_wide_class`]) until it is empty again (owner
+    /// only; then the pool's, which gives it to a thread wanting the same kind first):
+    /// decided by the first carve after it was empty. Small blocks (up to 8 KiB, whose
+    /// slabs fill up densely) and wide ones (often touched sparsely, as a buffer grown by
+    /// `realloc` is) never share a superslab, so that the first can have huge pages and
+    /// the second not pay for them.
+    wide: Cell<bool>,
     /// The huge-page advice the chunk's mapping carries ([`Advice`]); kept by
     /// [`SuperSlab::init`], since it belongs to the mapping, not to the layout.
     advice: Cell<Advice>,
     slabs: [SlabMeta; SLABS],
 }
 
-/// hakmem's mappings, in bytes, from which superslabs of single slabs ask for huge pages
+/// hakmem's mappings, in bytes, from which superslabs of small blocks ask for huge pages
 /// (in every profile; lean's decommit of a free slab splits the page it lies in): below
 /// it, a 2 MiB page made resident by a few small blocks would be most of a small
 /// program's memory; above it, a heap that large gains one page fault and one TLB entry
 /// per 2 MiB instead of 512.
 pub const HUGE_PAGES_FROM: usize = 32 << 20;
 
-/// Whether a superslab of single slabs asks for huge pages now ([`HUGE_PAGES_FROM`]).
+/// Whether a superslab of small blocks asks for huge pages now ([`HUGE_PAGES_FROM`]).
 pub fn huge_pages_pay() -> bool {
     os::COUNTERS.mapped_bytes.load(Ordering::Relaxed) >= HUGE_PAGES_FROM
 }
@@ -188,11 +189,12 @@ static SPAN: PerClass<u8> = {
     PerClass(t)
 };
 
-/// Whether slabs of class `c` are spans of several slabs (blocks over 32 KiB), which never
-/// share a superslab with single slabs ([`SuperSlab::carves_spans`]).
+/// Whether blocks of class `c` are *wide*: over 8 KiB, a slab of 2 to 7 of them (up to
+/// 32 KiB) or a span of several slabs. They never share a superslab with the smaller
+/// ones ([`SuperSlab::holds_wide`]).
 #[inline]
-pub fn is_span_class(c: Class) -> bool {
-    SPAN[c] > 1
+pub fn is_wide_class(c: Class) -> bool {
+    block_size(c) > SLAB_SIZE / 8
 }
 
 impl SuperSlab {
@@ -252,10 +254,10 @@ impl SuperSlab {
         self.free_slabs.get() == USABLE_SLABS
     }
 
-    /// Whether it is carved into spans of several slabs ([`SuperSlab::carve_slab`]); for
-    /// its owner, or for the pool while nobody owns it.
-    pub fn carves_spans(&self) -> bool {
-        self.spans.get()
+    /// Whether it holds wide blocks ([`is_wide_class`], decided by
+    /// [`SuperSlab::carve_slab`]); for its owner, or for the pool while nobody owns it.
+    pub fn holds_wide(&self) -> bool {
+        self.wide.get()
     }
 
     /// Ask for huge pages for the whole superslab (`huge`) once the heap is large,
@@ -273,17 +275,17 @@ impl SuperSlab {
     }
 
     /// Carve a span for class `c` out of the free slabs; null if there is no room, or if
-    /// the superslab is carved into the other kind ([`SuperSlab::carves_spans`]).
+    /// the superslab is carved into the other kind ([`SuperSlab::holds_wide`]).
     ///
     /// # Safety
     /// The caller owns this superslab (or holds it alone, fresh from the pool).
     pub unsafe fn carve_slab(&self, c: Class) -> *mut SlabMeta {
         let n = SPAN[c] as usize;
-        let spans = is_span_class(c);
+        let wide = is_wide_class(c);
         if self.is_empty() {
-            self.spans.set(spans);
-            self.advise(!spans);
-        } else if self.spans.get() != spans {
+            self.wide.set(wide);
+            self.advise(!wide);
+        } else if self.wide.get() != wide {
             return null_mut();
         }
         let Some(first) = find_span(self.free_slabs.get(), n) else {
