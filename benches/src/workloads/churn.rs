@@ -34,6 +34,12 @@ pub fn mid_large(ops: u64) -> u64 {
     churn_threads(ops, 2, 64, (8 << 10, 32 << 10))
 }
 
+/// One thread, 1000 slots of 16 B..32 KiB: a cache of objects and buffers of all sizes,
+/// whose every class is freed and allocated unevenly.
+pub fn wide(ops: u64) -> u64 {
+    churn_threads(ops, 1, 1000, (16, 32 << 10))
+}
+
 pub fn large(ops: u64) -> u64 {
     churn_threads(ops, 1, 16, (64 << 10, 4 << 20))
 }

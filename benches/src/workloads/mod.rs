@@ -124,6 +124,7 @@ pub const WORKLOADS: &[Workload] = &[
     Workload::bench("larson-1t", 10_000_000, Run::Session(larson::one_thread)),
     Workload::bench("larson-2t", 10_000_000, Run::Session(larson::two_threads)),
     Workload::bench("mid-large", 5_000_000, Run::Once(churn::mid_large)),
+    Workload::bench("wide-churn", 5_000_000, Run::Once(churn::wide)),
     Workload::bench(
         "producer-consumer",
         10_000_000,
