@@ -110,9 +110,10 @@ const POLICIES: [Policy; 3] = [
     Policy {
         decommit: Some(Decommit::Now),
         cache_bytes: 32 * 1024,
-        // Fast's room for the classes over 1 KiB, within half its bytes a class: with 8
-        // blocks and 128 KiB, lean took 1.8x fast's time on mid-large and more memory
-        // (10.9 MiB against 8.6 now; 79.3 against 71.8 on large; 5 alternated runs).
+        // Room for 32 blocks of the classes over 1 KiB, within 512 KiB a class (fast:
+        // over 2 KiB, within 1 MiB): with 8 blocks and 128 KiB, lean took 1.8x fast's
+        // time on mid-large and more memory (10.9 MiB against 8.6 now; 79.3 against 71.8
+        // on large; 5 alternated runs).
         cache_min: 32,
         cache_max: 256,
         medium_cache_bytes: 512 * 1024,

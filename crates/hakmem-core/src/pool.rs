@@ -114,16 +114,19 @@ static EMPTY: SpinLock<Stack> = SpinLock::new(Stack::new());
 static ABANDONED: [SpinLock<Stack>; 2] = [SpinLock::new(Stack::new()), SpinLock::new(Stack::new())];
 
 /// An empty superslab owned by nobody, from the cache or freshly mapped; null when the
-/// OS refuses. `wide`: what it is wanted for ([`SuperSlab::holds_wide`]). From the cache,
-/// the newest that held the same kind before, if any: its resident pages are where the
-/// new owner will carve the same kind of slabs. Taking the newest of any kind, a thread
-/// started after others exited took for its first small blocks a superslab that had held
-/// wide ones, and carved its wide blocks into the untouched slabs of another: peak RSS in
-/// mid-large's shape 10.4 MiB against 6.6 (a churn of two threads after two others exited, 8..32
-/// KiB blocks, one byte of each written). A fresh
-/// mapping wanted for small blocks is advised for huge pages before its header is
-/// written (once the heap is large, [`crate::superslab::HUGE_PAGES_FROM`]), so that its
-/// first 2 MiB can be one too.
+/// OS refuses. `wide`: what it is wanted for ([`SuperSlab::holds_wide`]).
+///
+/// From the cache, the newest that held the same kind before, if any: its resident
+/// pages are where the new owner will carve the same kind of slabs. Taking the newest of
+/// any kind, a thread started after others exited took for its first small blocks a
+/// superslab that had held wide ones, and carved its wide blocks into the untouched
+/// slabs of another: a peak RSS of 10.4 MiB against 6.6 in mid-large's shape (two
+/// threads churning 8..32 KiB blocks, one byte of each written, after two others did
+/// and exited).
+///
+/// A fresh mapping wanted for small blocks is advised for huge pages before its header
+/// is written (once the heap is large, [`crate::superslab::HUGE_PAGES_FROM`]), so that
+/// its first 2 MiB can be one too.
 pub fn acquire(wide: bool) -> *mut SuperSlab {
     let mut advised = false;
     let cached = {
