@@ -76,10 +76,11 @@ const FAST: Policy = Policy {
     // Room for 32 blocks of the classes over 2 KiB (within 1 MiB a class): a program
     // that keeps many blocks of 2..64 KiB and replaces them at random frees and
     // allocates each class unevenly, and a bin of 8 blocks of 20 KiB ran dry or
-    // overflowed on 10 % of its calls. With 8 and 256 KiB: one thread churning 1000
-    // blocks of 16..30000 B took 1.65x this time and 20.4 MiB against 13.8 (tcmalloc
-    // 13.6); mid-large 1.5x and 11.2 MiB against 6.7; large 75.8 MiB against 70.9; the
-    // other rows the same (5 alternated runs).
+    // overflowed on 10 % of its calls (callgrind call counts of `Heap::refill` and
+    // `Heap::flush` on c-wide-churn). With 8 and 256 KiB (`cargo xtask bench --allocator
+    // hakmem,baseline --baseline 42e4433 --runs 5`): 1.32x this time on wide-churn and
+    // c-wide-churn (peak 25.4 against 22.8 MiB), mid-large 1.57x (8.5 against 7.0 MiB),
+    // large 75.8 against 70.0 MiB; the other rows the same.
     cache_min: 32,
     cache_max: 512,
     medium_cache_bytes: 1024 * 1024,

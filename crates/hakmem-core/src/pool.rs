@@ -120,9 +120,10 @@ static ABANDONED: [SpinLock<Stack>; 2] = [SpinLock::new(Stack::new()), SpinLock:
 /// pages are where the new owner will carve the same kind of slabs. Taking the newest of
 /// any kind, a thread started after others exited took for its first small blocks a
 /// superslab that had held wide ones, and carved its wide blocks into the untouched
-/// slabs of another: a peak RSS of 10.4 MiB against 6.6 in mid-large's shape (two
-/// threads churning 8..32 KiB blocks, one byte of each written, after two others did
-/// and exited).
+/// slabs of another (the benchmark's warm-up round is such a pair of threads): peak RSS
+/// of `c-mid-large` 13.6 MiB without this choice, 8.2 with it (medians of 7 and 5
+/// alternated runs of `LD_PRELOAD=target/release/libhakmem.so target/bench/c-workloads
+/// c-mid-large`).
 ///
 /// A fresh mapping wanted for small blocks is advised for huge pages before its header
 /// is written (once the heap is large, [`crate::superslab::HUGE_PAGES_FROM`]), so that

@@ -268,16 +268,15 @@ pub const MAX_SPAN_SLABS: usize = 32;
 ///
 /// Few blocks per span, so that spans empty out and go back to the superslab's free
 /// slabs, where any class of their kind takes them, and so that no class needs an
-/// aligned run of free slabs that spans of other sizes have cut up. With at least 8
-/// blocks per span, each 8..32 KiB class sat in its own 2..4-slab spans, and two threads
-/// churning 64 blocks each of 8..32 KiB (written whole, 5M replacements) reached a peak
-/// RSS of 17.4 MiB, against 8.7 with 2 blocks per span. On the benchmark rows (11 and 7
-/// alternated runs): mid-large 13.7 -> 11.2 MiB (it is bimodal: 11.5 or 13.8 before, 8.5
-/// or 11.3 after; jemalloc 9.1), c-mid-large 13.3 -> 8.2 (jemalloc 9.5), large 77.1 ->
-/// 75.8, batch-rand 107.6 -> 108.3, at the same speed. What it costs: a slab that held
-/// one class and is carved for another has blocks starting on other pages, so a program
-/// that writes only the first bytes of its 8..32 KiB blocks touches more pages of it (one
-/// thread, 1000 slots of 16..30000 B, 16 bytes written: 16.7 -> 20.4 MiB, 10 % slower).
+/// aligned run of free slabs that spans of other sizes have cut up: with at least 8
+/// blocks per span, each 8..32 KiB class sat in its own 2..4-slab spans. Peak RSS
+/// against that, `target/release/bench-hakmem W` (and `LD_PRELOAD=... c-workloads W`)
+/// alternated with the old build, 11 and 7 rounds: mid-large 13.7 -> 11.2 MiB (it is
+/// bimodal: 11.5 or 13.8 before, 8.5 or 11.3 after; jemalloc 9.1), c-mid-large 13.3 ->
+/// 8.2 (jemalloc 9.5), large 77.1 -> 75.8, batch-rand 107.6 -> 108.3, at the same speed.
+/// What it costs: a slab that held one class and is carved for another has blocks
+/// starting on other pages, so a program that writes only the first bytes of its 8..32
+/// KiB blocks touches more pages of it.
 #[inline]
 pub const fn span_slabs(c: Class) -> usize {
     let need = BLOCK_SIZE[c.index()] as usize * 2;
