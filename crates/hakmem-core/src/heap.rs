@@ -383,9 +383,9 @@ impl Heap {
     unsafe fn collect(&self, meta: &SlabMeta) -> bool {
         // SAFETY: by the caller.
         let got = unsafe { meta.collect_remote() };
-        let bytes = got.counted as usize * block_size(meta.class());
+        let bytes = got as usize * block_size(meta.class());
         add(&self.counts[meta.class()].remote, -(bytes as isize));
-        got.any
+        got > 0
     }
 
     /// Adopt every abandoned superslab: blocks other threads gave back come home, and the

@@ -29,7 +29,7 @@ use crate::size_class::{
     block_size, span_slabs, Class, PerClass, NUM_CLASSES, SLAB_SHIFT, SLAB_SIZE,
 };
 use crate::slab_map;
-use crate::sync::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use crate::sync::{AtomicU64, AtomicUsize, Ordering};
 use core::cell::Cell;
 use core::ptr::null_mut;
 
@@ -40,31 +40,28 @@ pub const USABLE_SLABS: u64 = !1;
 ///
 /// Invariant (owner's view): `used` = blocks handed out of this slab to thread caches or
 /// users, *including* blocks sitting on `remote` (they are counted back only when the
-/// owner takes them); `capacity - used` = blocks on `free` + blocks never carved
-/// (`(end - bump) / block_size`). So `used == 0` means every block is home and no other
-/// thread can still touch the slab. Only the owner touches the `Cell` fields.
+/// owner takes them); `capacity - used` = blocks on `free` (`free_len` of them) + blocks
+/// never carved (`(end - bump) / block_size`). So `used == 0` means every block is home
+/// and no other thread can still touch the slab. Only the owner touches the `Cell` fields.
 ///
 /// # The remote-free protocol
 ///
-/// A thread that holds blocks of a slab it does not own gives them back in three steps,
-/// all in [`SuperSlab::push_remote`], in this order:
+/// A thread that holds blocks of a slab it does not own gives them back in two steps,
+/// both in [`SuperSlab::push_remote`], in this order:
 ///
 /// 1. set the slab's bit in its superslab's `remote_pending` (`Release`), so that the
 ///    owner's slow path finds the slab without scanning;
 /// 2. push the chain on `remote` with one compare-and-swap (`Release`: the chain's links
-///    are visible to whoever takes the list);
-/// 3. add the chain's length to `remote_count` (`Release`).
+///    are visible to whoever takes the list), its length added in the same word.
 ///
-/// The owner ([`SlabMeta::collect_remote`]) first swaps `remote_count` to 0 (`Acquire`),
-/// *then* takes the whole list (`Acquire`), and lowers `used` by the count only, never
-/// by the length of the list it took. Why this order is safe:
+/// The owner ([`SlabMeta::collect_remote`]) takes the whole list (`Acquire`) and lowers
+/// `used` by the length that came with it. Why this is safe:
 ///
-/// - `used` drops only for blocks whose pusher finished step 3, so until then the
-///   pusher's blocks still count in `used`, the slab cannot look empty, and the owner
-///   cannot give the span (or the superslab) back while the pusher still writes to
-///   `remote_count` or `remote`.
-/// - A list taken before its count arrived puts those blocks on `free` early: they are
-///   home and reusable; the count lowers `used` at the owner's next collection.
+/// - The compare-and-swap is a pusher's last touch of the slab, and until it the pusher's
+///   blocks count in `used`: the slab cannot look empty, and the owner cannot give the span
+///   (or the superslab) back, while a pusher still writes to it.
+/// - A list's length is exact, since it changes with the list in one atomic word: `used`
+///   drops by exactly the blocks that came home.
 /// - The owner clears a slab's pending bit before draining and sets it again when the
 ///   drain found nothing ([`SuperSlab::take_pending`] / [`SuperSlab::restore_pending`]):
 ///   a pusher may be between its step 1 and its step 2.
@@ -80,20 +77,17 @@ pub struct SlabMeta {
     /// End of the last whole block of the span.
     end: Cell<usize>,
     used: Cell<u32>,
-    /// Length of `free`, or [`UNKNOWN_LEN`] once a remote chain of unknown length joined
-    /// it (owner only). Known, it lets a refill take the whole list without walking it.
+    /// Length of `free` (owner only): it lets a refill take the whole list without
+    /// walking it.
     free_len: Cell<u32>,
     class: Cell<Class>,
     /// Links of the owner's partial list.
     pub next: Cell<*mut SlabMeta>,
     pub prev: Cell<*mut SlabMeta>,
-    /// Blocks given back by other threads (the remote-free protocol, above).
+    /// Blocks given back by other threads, with their count (the remote-free protocol,
+    /// above), named from the superslab's base ([`SlabMeta::chunk_base`]).
     remote: RemoteFreeList,
-    /// How many blocks pushers have put on `remote`, added after each push (the
-    /// remote-free protocol, above).
-    remote_count: AtomicU32,
-    /// Whether the slab is on its owner's partial list for its class (after the atomic
-    /// count, where it takes no room of its own).
+    /// Whether the slab is on its owner's partial list for its class.
     in_partial: Cell<bool>,
 }
 
@@ -113,9 +107,6 @@ impl OwnerId {
         OwnerId(addr)
     }
 }
-
-/// [`SlabMeta::free_len`] when the free list's length is not known.
-const UNKNOWN_LEN: u32 = u32::MAX;
 
 /// Header of a superslab, at the start of its chunk.
 #[repr(C)]
@@ -389,7 +380,7 @@ impl SuperSlab {
     }
 
     /// Give a chain of blocks of `meta`'s slab back from a thread that does not own it:
-    /// flag, push, count (steps 1 to 3 of the remote-free protocol on [`SlabMeta`]).
+    /// flag, then push (steps 1 and 2 of the remote-free protocol on [`SlabMeta`]).
     ///
     /// # Safety
     /// `meta` is a slab of this superslab; `first` .. `last` is a chain of `n` of its
@@ -400,10 +391,9 @@ impl SuperSlab {
         if self.remote_pending.load(Ordering::Relaxed) & bit == 0 {
             self.remote_pending.fetch_or(bit, Ordering::Release);
         }
-        // SAFETY: by the caller, the chain is linked and ours to give.
-        unsafe { meta.remote.push_chain(first, last) };
-        // The caller's blocks still count in `used`, which keeps the slab alive for this.
-        meta.remote_count.fetch_add(n, Ordering::Release);
+        // SAFETY: by the caller, the chain is linked and ours to give, and its blocks lie
+        // in this superslab, past its header: within `REACH` of its base.
+        unsafe { meta.remote.push_chain(meta.chunk_base(), first, last, n) };
     }
 
     /// Set the pending bits `bits` again (see the remote-free protocol on [`SlabMeta`]).
@@ -492,38 +482,40 @@ impl SlabMeta {
         !self.free.get().is_null() || self.bump.get() < self.end.get()
     }
 
-    /// Take blocks: the whole free list when its length is known and at most `whole`,
-    /// without walking it (a list freed in random order is a chain of cache misses, which
-    /// the caller's pops then overlap with its own work); otherwise up to `want` (>= 1),
-    /// first from the free list, then carved fresh. Returns `(first, count)`, the chain
-    /// null-terminated; count 0 when the slab has none.
+    /// The start of the superslab this slab lies in: its metadata sits in the header.
+    #[inline]
+    fn chunk_base(&self) -> *mut u8 {
+        ((self as *const SlabMeta as usize) & !(CHUNK_SIZE - 1)) as *mut u8
+    }
+
+    /// Take blocks: the whole free list when it holds at most `whole`, without walking it
+    /// (a list freed in random order, or by another thread, is a chain of cache misses,
+    /// which the caller's pops then overlap with its own work); otherwise up to `want`
+    /// (>= 1), first from the free list, then carved fresh. Returns `(first, count)`, the
+    /// chain null-terminated; count 0 when the slab has none.
     ///
     /// # Safety
     /// The caller owns the slab.
     pub unsafe fn take(&self, want: usize, whole: usize) -> (*mut Block, usize) {
-        let len = self.free_len.get();
+        let len = self.free_len.get() as usize;
         let first = self.free.get();
-        if !first.is_null() && len != UNKNOWN_LEN && len as usize <= whole {
+        if len > 0 && len <= whole {
             self.free.set(null_mut());
             self.free_len.set(0);
-            self.used.set(self.used.get() + len);
-            return (first, len as usize);
+            self.used.set(self.used.get() + len as u32);
+            return (first, len);
         }
         let mut last = null_mut::<Block>();
         let mut count = 0;
         let mut p = first;
-        while !p.is_null() && count < want {
+        while count < want.min(len) {
             last = p;
-            // SAFETY: blocks on the owner's free list are free and linked.
+            // SAFETY: blocks on the owner's free list are free and linked, `len` of them.
             p = unsafe { (*p).next };
             count += 1;
         }
         self.free.set(p);
-        self.free_len.set(match len {
-            _ if p.is_null() => 0,
-            UNKNOWN_LEN => UNKNOWN_LEN,
-            n => n - count as u32,
-        });
+        self.free_len.set((len - count) as u32);
         let mut first = if count > 0 { first } else { null_mut() };
         if count < want {
             let size = block_size(self.class());
@@ -566,63 +558,29 @@ impl SlabMeta {
         // SAFETY: the block is the caller's to give up.
         unsafe { (*b).next = self.free.get() };
         self.free.set(b);
-        let len = self.free_len.get();
-        self.free_len.set(len + (len != UNKNOWN_LEN) as u32);
+        self.free_len.set(self.free_len.get() + 1);
         self.used.set(self.used.get() - 1);
     }
 
     /// Move the remote list onto the free list (the owner's side of the remote-free
-    /// protocol: the count first, then the list). When the free list is empty (the usual
-    /// case: a slab is drained when it runs dry) the list is taken as it is, without
-    /// walking it.
+    /// protocol), in front of what is there: the list comes with its last block and its
+    /// length, so nothing is walked. Returns how many blocks came home (`used` fell by
+    /// as many).
     ///
     /// # Safety
     /// The caller owns the slab.
-    pub unsafe fn collect_remote(&self) -> Collected {
-        let n = if self.remote_count.load(Ordering::Relaxed) == 0 {
-            0
-        } else {
-            self.remote_count.swap(0, Ordering::Acquire)
-        };
-        let head = self.remote.take_all();
-        self.used.set(self.used.get() - n);
-        let got = Collected {
-            any: !head.is_null() || n > 0,
-            counted: n,
-        };
-        if head.is_null() {
-            return got;
+    pub unsafe fn collect_remote(&self) -> u32 {
+        let chain = self.remote.take_all(self.chunk_base());
+        if chain.len == 0 {
+            return 0;
         }
-        let local = self.free.get();
-        if local.is_null() {
-            self.free_len.set(UNKNOWN_LEN);
-        } else {
-            let mut tail = head;
-            let mut n = 1;
-            // SAFETY: the taken chain is ours; pushers linked it before publishing.
-            unsafe {
-                while !(*tail).next.is_null() {
-                    tail = (*tail).next;
-                    n += 1;
-                }
-                (*tail).next = local;
-            }
-            let len = self.free_len.get();
-            self.free_len
-                .set(if len == UNKNOWN_LEN { len } else { len + n });
-        }
-        self.free.set(head);
-        got
+        // SAFETY: the taken chain is ours; pushers linked it before publishing.
+        unsafe { (*chain.last).next = self.free.get() };
+        self.free.set(chain.first);
+        self.free_len.set(self.free_len.get() + chain.len);
+        self.used.set(self.used.get() - chain.len);
+        chain.len
     }
-}
-
-/// What [`SlabMeta::collect_remote`] brought home.
-pub struct Collected {
-    /// Whether any block came home or was counted home.
-    pub any: bool,
-    /// Blocks counted home: `used` fell by this many. A block a pusher has linked but not
-    /// yet counted comes home now and is counted at a later collection.
-    pub counted: u32,
 }
 
 #[cfg(test)]
@@ -697,7 +655,7 @@ mod tests {
             let b = (ss.slab_start(1) + 48) as *mut Block;
             ss.push_remote(meta, b, b, 1);
             assert_eq!(ss.take_pending(), 1 << 1);
-            assert!(meta.collect_remote().any);
+            assert_eq!(meta.collect_remote(), 1);
             assert_eq!(meta.used() as usize, cap - 1);
             // A list that took a remote chain has no known length: it is walked.
             assert_eq!(meta.take(5, usize::MAX), (b, 1));

@@ -5,16 +5,16 @@
 use core::cell::UnsafeCell;
 use core::ops::{Deref, DerefMut};
 pub use core::sync::atomic::{
-    AtomicBool, AtomicIsize, AtomicPtr, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering,
+    AtomicBool, AtomicIsize, AtomicPtr, AtomicU64, AtomicU8, AtomicUsize, Ordering,
 };
 
 /// The atomics of the lock-free cross-thread free protocol ([`crate::remote`]): loom's
 /// under `--cfg loom`, so that the same code is model-checked (`tests/loom.rs`).
 pub mod protocol {
     #[cfg(not(loom))]
-    pub use core::sync::atomic::AtomicPtr;
+    pub use core::sync::atomic::AtomicU64;
     #[cfg(loom)]
-    pub use loom::sync::atomic::AtomicPtr;
+    pub use loom::sync::atomic::AtomicU64;
 }
 
 /// A test-and-test-and-set lock that yields the CPU when contended. It never allocates,

@@ -2,7 +2,8 @@
 //! `RUSTFLAGS="--cfg loom" cargo test -p hakmem-core --test loom --release`.
 //!
 //! Pushers give chains of blocks back while the owner drains; every interleaving loom
-//! explores must deliver every block exactly once, with its links intact.
+//! explores must deliver every block exactly once, with its links intact, and each taken
+//! chain must end at the last block and have the length the list's word gives.
 #![cfg(loom)]
 
 use hakmem_core::testing::{Block, RemoteFreeList};
@@ -10,19 +11,31 @@ use loom::sync::Arc;
 use loom::thread;
 use std::ptr::null_mut;
 
-fn blocks(n: usize) -> Vec<usize> {
-    (0..n)
-        .map(|_| Box::into_raw(Box::new(Block { next: null_mut() })) as usize)
-        .collect()
+/// Room for one block, aligned as blocks are.
+#[repr(C, align(16))]
+struct Slot(#[allow(dead_code)] Block);
+
+/// Base of the arena the blocks lie in (slot 0, never a block), as an address.
+fn arena(n: usize) -> (Vec<Slot>, usize) {
+    let mut slots: Vec<Slot> = (0..=n).map(|_| Slot(Block { next: null_mut() })).collect();
+    let base = slots.as_mut_ptr() as usize;
+    (slots, base)
 }
 
-fn drain(list: &RemoteFreeList, seen: &mut Vec<usize>) {
-    let mut p = list.take_all();
+fn drain(list: &RemoteFreeList, base: usize, seen: &mut Vec<usize>) {
+    let chain = list.take_all(base as *mut u8);
+    let mut p = chain.first;
+    let mut last = null_mut();
+    let mut n = 0;
     while !p.is_null() {
         seen.push(p as usize);
+        last = p;
+        n += 1;
         // SAFETY: taken blocks are the owner's.
         p = unsafe { (*p).next };
     }
+    assert_eq!(last, chain.last, "the chain ends at its last block");
+    assert_eq!(n, chain.len, "the chain has its length");
 }
 
 #[test]
@@ -31,8 +44,10 @@ fn pushes_and_drains_deliver_every_block_once() {
     loom::model(|| {
         RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let list = Arc::new(RemoteFreeList::new());
-        let a = blocks(2);
-        let b = blocks(1);
+        let (_slots, base) = arena(3);
+        let block = |i: usize| base + i * std::mem::size_of::<Slot>();
+        let a = vec![block(1), block(2)];
+        let b = vec![block(3)];
         let mut all: Vec<usize> = a.iter().chain(b.iter()).copied().collect();
         let pushers: Vec<_> = [a, b]
             .into_iter()
@@ -46,24 +61,20 @@ fn pushes_and_drains_deliver_every_block_once() {
                     }
                     let first = mine[0] as *mut Block;
                     let last = *mine.last().unwrap() as *mut Block;
-                    // SAFETY: a chain of the thread's own blocks.
-                    unsafe { list.push_chain(first, last) };
+                    // SAFETY: a chain of the thread's own blocks, in the arena.
+                    unsafe { list.push_chain(base as *mut u8, first, last, mine.len() as u32) };
                 })
             })
             .collect();
         let mut seen = Vec::new();
-        drain(&list, &mut seen);
+        drain(&list, base, &mut seen);
         for p in pushers {
             p.join().unwrap();
         }
-        drain(&list, &mut seen);
+        drain(&list, base, &mut seen);
         seen.sort();
         all.sort();
         assert_eq!(seen, all);
-        for p in all {
-            // SAFETY: made by `blocks`.
-            drop(unsafe { Box::from_raw(p as *mut Block) });
-        }
     });
     eprintln!(
         "loom explored {} executions",

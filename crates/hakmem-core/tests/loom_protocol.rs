@@ -15,23 +15,23 @@
 //!
 //! Broken variants, each caught here (docs/RELIABILITY.md shows the commands):
 //! `--cfg hakmem_broken="nonatomic_take"` (in `remote.rs`: the owner takes the list with a
-//! load and a store), `"count_before_push"` (a pusher counts its blocks before pushing
-//! them), `"pending_cleared_early"` (the owner clears a slab's pending flag and does not
-//! set it again when its drain found nothing).
+//! load and a store), `"flag_after_push"` (a pusher flags the slab pending after pushing
+//! its blocks), `"pending_cleared_early"` (the owner clears a slab's pending flag and does
+//! not set it again when its drain found nothing).
 #![cfg(loom)]
 
 use hakmem_core::testing::{Block, RemoteFreeList};
 use loom::cell::UnsafeCell;
-use loom::sync::atomic::{fence, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use loom::sync::atomic::{fence, AtomicU64, AtomicUsize, Ordering};
 use loom::sync::{Arc, Mutex};
 use loom::thread;
 use std::ptr::null_mut;
 
 /// The slab's bit in its superslab's `remote_pending` (slab 1).
 const BIT: u64 = 1 << 1;
-/// What a released slab's `remote_count` is overwritten with (its memory reused): a
-/// pusher that counts after the release sees it.
-const POISON: u32 = 1 << 31;
+/// What a released slab's superslab has in `remote_pending` (its memory unmapped or
+/// reused): a pusher that flags the slab after the release sees it.
+const POISON: u64 = 1 << 63;
 
 /// What only the slab's owner touches (`SlabMeta`'s `Cell`s).
 #[derive(Default)]
@@ -48,7 +48,9 @@ struct Local {
 /// One slab and the fields of its superslab the protocol uses.
 struct Slab {
     remote: RemoteFreeList,
-    remote_count: AtomicU32,
+    /// The superslab's start, which the remote list names its blocks from: the
+    /// [`Arena`] the blocks are dealt from.
+    base: usize,
     /// `SuperSlab::remote_pending`.
     pending: AtomicU64,
     /// `SuperSlab::owner`: a heap id, 0 while abandoned.
@@ -57,11 +59,11 @@ struct Slab {
 }
 
 impl Slab {
-    /// A slab owned by heap 1 with `used` blocks out.
-    fn new(used: u32) -> Slab {
+    /// A slab owned by heap 1 with `used` blocks out, those of `arena`.
+    fn new(used: u32, arena: &Arena) -> Slab {
         Slab {
             remote: RemoteFreeList::new(),
-            remote_count: AtomicU32::new(0),
+            base: arena.base(),
             pending: AtomicU64::new(0),
             owner: AtomicUsize::new(1),
             local: UnsafeCell::new(Local {
@@ -71,59 +73,54 @@ impl Slab {
         }
     }
 
-    /// A non-owner gives block `b` back (`heap.rs` `RemoteRun::push`: `mark_remote`,
-    /// `push_chain`, `count_remote`).
+    /// A non-owner gives block `b` back (`heap.rs` `RemoteRun::push`, which calls
+    /// `SuperSlab::push_remote`: flag, then push).
     fn remote_free(&self, b: usize) {
-        // SuperSlab::mark_remote
-        if self.pending.load(Ordering::Relaxed) & BIT == 0 {
-            self.pending.fetch_or(BIT, Ordering::Release);
-        }
         let b = b as *mut Block;
-        if cfg!(hakmem_broken = "count_before_push") {
-            self.count_remote(1);
-            // SAFETY: the block is this thread's to give up.
-            unsafe { self.remote.push_chain(b, b) };
+        if cfg!(hakmem_broken = "flag_after_push") {
+            // SAFETY: the block is this thread's to give up, and in the arena.
+            unsafe { self.remote.push_chain(self.base as *mut u8, b, b, 1) };
+            self.flag();
         } else {
+            self.flag();
             // SAFETY: as above.
-            unsafe { self.remote.push_chain(b, b) };
-            self.count_remote(1);
+            unsafe { self.remote.push_chain(self.base as *mut u8, b, b, 1) };
         }
     }
 
-    /// `SlabMeta::count_remote`, and the check that the slab is still alive.
-    fn count_remote(&self, n: u32) {
-        let before = self.remote_count.fetch_add(n, Ordering::Release);
-        assert!(before < POISON, "a pusher counted on a released slab");
+    /// `SuperSlab::push_remote`'s flag, and the check that the slab is still alive.
+    fn flag(&self) {
+        let now = self.pending.load(Ordering::Relaxed);
+        assert!(now & POISON == 0, "a pusher flagged a released slab");
+        if now & BIT == 0 {
+            let before = self.pending.fetch_or(BIT, Ordering::Release);
+            assert!(before & POISON == 0, "a pusher flagged a released slab");
+        }
     }
 
-    /// `SlabMeta::collect_remote` (owner only): true if any block came home or was
-    /// counted home.
+    /// `SlabMeta::collect_remote` (owner only): true if any block came home.
     fn collect_remote(&self, l: &mut Local) -> bool {
-        let n = if self.remote_count.load(Ordering::Relaxed) == 0 {
-            0
-        } else {
-            self.remote_count.swap(0, Ordering::Acquire)
-        };
-        let mut p = self.remote.take_all();
-        l.used -= n;
-        if p.is_null() {
-            return n > 0;
-        }
+        let chain = self.remote.take_all(self.base as *mut u8);
+        l.used -= chain.len;
+        let mut p = chain.first;
+        let mut last = std::ptr::null_mut();
         while !p.is_null() {
             l.home.push(p as usize);
+            last = p;
             // SAFETY: the taken chain is the owner's; pushers linked it before publishing.
             p = unsafe { (*p).next };
         }
-        true
+        assert_eq!(last, chain.last, "the list's last block is not its end");
+        chain.len > 0
     }
 
     /// `Heap::after_return`: release the slab when every block is home, else put it on
     /// the partial list.
     fn after_return(&self, l: &mut Local) {
         if l.used == 0 {
-            // The slab's memory may now serve another class: a late pusher would
-            // write into it.
-            self.remote_count.swap(POISON, Ordering::Relaxed);
+            // The slab's memory may now serve another class, or its superslab be
+            // unmapped: a late pusher would write into it.
+            self.pending.fetch_or(POISON, Ordering::Relaxed);
             l.released = true;
         } else {
             l.in_partial = true;
@@ -132,13 +129,16 @@ impl Slab {
 
     /// One pass of `Heap::collect_pending` over this slab (owner only).
     fn collect_pending(&self, l: &mut Local) {
+        if l.released {
+            return; // nothing of it is the owner's any more (and `pending` is poisoned)
+        }
         // SuperSlab::take_pending
         let bits = if self.pending.load(Ordering::Relaxed) == 0 {
             0
         } else {
             self.pending.swap(0, Ordering::Acquire)
         };
-        if bits & BIT == 0 || l.released {
+        if bits & BIT == 0 {
             return;
         }
         if self.collect_remote(l) {
@@ -187,16 +187,35 @@ impl Slab {
     }
 }
 
-fn blocks(n: usize) -> Vec<usize> {
-    (0..n)
-        .map(|_| Box::into_raw(Box::new(Block { next: null_mut() })) as usize)
-        .collect()
+/// Room for one block, aligned as blocks are.
+#[repr(C, align(16))]
+struct Slot(#[allow(dead_code)] Block);
+
+/// The blocks of a slab in one allocation, as a superslab's are: the remote list names
+/// them from its start (slot 0, never a block, as a superslab's header is not).
+struct Arena {
+    slots: Vec<Slot>,
+    base: usize,
 }
 
-fn free_blocks(blocks: Vec<usize>) {
-    for b in blocks {
-        // SAFETY: made by `blocks`.
-        drop(unsafe { Box::from_raw(b as *mut Block) });
+impl Arena {
+    fn new(blocks: usize) -> Arena {
+        let mut slots: Vec<Slot> = (0..=blocks)
+            .map(|_| Slot(Block { next: null_mut() }))
+            .collect();
+        let base = slots.as_mut_ptr() as usize;
+        Arena { slots, base }
+    }
+
+    fn base(&self) -> usize {
+        self.base
+    }
+
+    /// The blocks' addresses.
+    fn blocks(&self) -> Vec<usize> {
+        (1..self.slots.len())
+            .map(|i| self.base + i * std::mem::size_of::<Slot>())
+            .collect()
     }
 }
 
@@ -237,8 +256,9 @@ fn owner_rounds(slab: &Arc<Slab>, rounds: usize) {
 /// makes `rounds` passes of `collect_pending`; then the owner settles the slab.
 fn pusher_races_owner(n: usize, rounds: usize) {
     model(move || {
-        let slab = Arc::new(Slab::new(n as u32));
-        let bs = blocks(n);
+        let arena = Arena::new(n);
+        let slab = Arc::new(Slab::new(n as u32, &arena));
+        let bs = arena.blocks();
         let pusher = {
             let (slab, bs) = (slab.clone(), bs.clone());
             thread::spawn(move || {
@@ -251,7 +271,6 @@ fn pusher_races_owner(n: usize, rounds: usize) {
         pusher.join().unwrap();
         slab.with_local(|l| slab.settle(l));
         slab.check(&bs);
-        free_blocks(bs);
     });
 }
 
@@ -284,9 +303,10 @@ fn a_pending_flag_outlives_a_drain_that_found_nothing() {
 #[test]
 fn an_abandoned_superslab_is_adopted_while_remote_frees_arrive() {
     model(|| {
-        let slab = Arc::new(Slab::new(2));
+        let arena = Arena::new(2);
+        let slab = Arc::new(Slab::new(2, &arena));
         let abandoned: Arc<Mutex<Option<Arc<Slab>>>> = Arc::new(Mutex::new(None));
-        let bs = blocks(2);
+        let bs = arena.blocks();
         let owner = {
             let (slab, abandoned, mine) = (slab.clone(), abandoned.clone(), bs[0]);
             thread::spawn(move || {
@@ -331,6 +351,5 @@ fn an_abandoned_superslab_is_adopted_while_remote_frees_arrive() {
         pusher.join().unwrap();
         adopted.with_local(|l| adopted.settle(l));
         adopted.check(&bs);
-        free_blocks(bs);
     });
 }
