@@ -73,17 +73,20 @@ pub struct Policy {
 const FAST: Policy = Policy {
     decommit: None,
     cache_bytes: 64 * 1024,
-    // Room for 32 blocks of the classes over 2 KiB (within 1 MiB a class): a program
-    // that keeps many blocks of 2..64 KiB and replaces them at random frees and
-    // allocates each class unevenly, and a bin of 8 blocks of 20 KiB ran dry or
-    // overflowed on 10 % of its calls (callgrind call counts of `Heap::refill` and
-    // `Heap::flush` on c-wide-churn). With 8 and 256 KiB (`cargo xtask bench --allocator
-    // hakmem,baseline --baseline 42e4433 --runs 5`): 1.32x this time on wide-churn and
-    // c-wide-churn (peak 25.4 against 22.8 MiB), mid-large 1.57x (8.5 against 7.0 MiB),
-    // large 75.8 against 70.0 MiB; the other rows the same.
-    cache_min: 32,
+    // Room for 64 blocks of the classes over 1 KiB (within 2 MiB a class): a program
+    // that keeps many blocks of 1..64 KiB and replaces them at random frees and
+    // allocates each class unevenly; a bin that runs dry is refilled with blocks from its
+    // slabs, last touched long before (the program's first access to each is a cache
+    // miss), and a bin that overflows sends blocks back to them, so that over time every
+    // block of every slab is handed out and touched. With 32 blocks and 1 MiB (`cargo
+    // xtask bench --allocator hakmem,baseline --baseline 66761c4 --runs 5`): 1.25x this
+    // time on wide-churn, 1.32x on c-wide-churn, peak RSS 22.8 MiB against 16.6 and
+    // 16.3, large 70.1 against 64.9; the other rows the same within noise. (With 8 and
+    // 256 KiB, at 42e4433: 1.32x of 32 / 1 MiB on the wide-churn rows, mid-large
+    // 1.57x.)
+    cache_min: 64,
     cache_max: 512,
-    medium_cache_bytes: 1024 * 1024,
+    medium_cache_bytes: 2048 * 1024,
     cache_floor: 8,
     retain_floor: 64 << 20,
     retain_ms: 5_000,
@@ -111,13 +114,14 @@ const POLICIES: [Policy; 3] = [
     Policy {
         decommit: Some(Decommit::Now),
         cache_bytes: 32 * 1024,
-        // Room for 32 blocks of the classes over 1 KiB, within 512 KiB a class (fast:
-        // over 2 KiB, within 1 MiB): with 8 blocks and 128 KiB, lean took 1.8x fast's
-        // time on mid-large and more memory (10.9 MiB against 8.6 now; 79.3 against 71.8
-        // on large; 5 alternated runs).
-        cache_min: 32,
+        // Room for 64 blocks of the classes over 512 B, within 1 MiB a class (fast: over
+        // 1 KiB, within 2 MiB): with 32 blocks and 512 KiB, lean took 1.35x fast's time
+        // on wide-churn and 1.11x on mid-large, with more memory (23.1 MiB against 20.7;
+        // 8.4 against 7.0; 5 alternated runs); with 8 blocks and 128 KiB, 1.8x on
+        // mid-large.
+        cache_min: 64,
         cache_max: 256,
-        medium_cache_bytes: 512 * 1024,
+        medium_cache_bytes: 1024 * 1024,
         cache_floor: 8,
         retain_floor: 4 << 20,
         retain_ms: 250,
@@ -190,7 +194,7 @@ mod tests {
     fn wide_classes_grow_to_many_blocks_and_shrink_to_few() {
         for p in POLICIES {
             for block in [4 << 10, 16 << 10, 32 << 10] {
-                assert!(cache_capacity(&p, block) >= 16, "{block}");
+                assert!(cache_capacity(&p, block) >= 32, "{block}");
                 let idle = min_capacity(&p, block);
                 assert!(idle <= p.cache_floor && idle as usize * block <= p.cache_bytes);
             }
