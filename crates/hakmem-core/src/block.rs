@@ -103,7 +103,7 @@ pub fn alloc_cached(size: usize) -> *mut u8 {
         return thread_cache::pop(size_class::class_of_table_size(size));
     }
     match size_class::class_of_size(size) {
-        Some(c) => thread_cache::pop(c),
+        Some(c) => thread_cache::pop_wide(c),
         None => core::ptr::null_mut(),
     }
 }

@@ -134,6 +134,22 @@ pub fn alloc<H: ThreadHooks>(c: Class) -> *mut u8 {
 /// takes [`alloc`], which refills it).
 #[inline(always)]
 pub fn pop(c: Class) -> *mut u8 {
+    pop_with::<true>(c)
+}
+
+/// [`pop`] without the prefetch of the bin's next block, for the classes over 1 KiB
+/// (C's `malloc` tells them apart on its way to the class, so this costs no instruction):
+/// a bin of blocks that large holds few, each on pages of its own, and a program
+/// replacing such blocks at random waited longer with the prefetch than without
+/// (c-mid-large, 7 alternated runs: 0.0309 against 0.0272 s; c-wide-churn 0.0484 against
+/// 0.0470), its line pushing out of the L1 cache lines the program still used.
+#[inline(always)]
+pub fn pop_wide(c: Class) -> *mut u8 {
+    pop_with::<false>(c)
+}
+
+#[inline(always)]
+fn pop_with<const PREFETCH: bool>(c: Class) -> *mut u8 {
     let tc = cache();
     // SAFETY: the thread's own cache, which no other reference reaches meanwhile.
     let bin = unsafe { bin_of(tc, c) };
@@ -141,7 +157,9 @@ pub fn pop(c: Class) -> *mut u8 {
     if !b.is_null() {
         // SAFETY: blocks in a bin are free and linked.
         let next = unsafe { (*b).next };
-        prefetch(next);
+        if PREFETCH {
+            prefetch(next);
+        }
         bin.head = next;
         bin.room += 1;
     }
