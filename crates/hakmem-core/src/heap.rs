@@ -179,8 +179,8 @@ impl Heap {
     }
 
     /// Blocks of class `c`, linked and null-terminated: `(first, count)`, count 0 when
-    /// memory is exhausted. Up to `want` (>= 1), or a slab's whole free list when its
-    /// length is known and at most `whole` (see [`SlabMeta::take`]).
+    /// memory is exhausted. Up to `want` (>= 1), or a slab's whole free list when it
+    /// holds at most `whole` (see [`SlabMeta::take`]).
     pub fn refill(&self, c: Class, want: usize, whole: usize) -> (*mut Block, usize) {
         loop {
             let meta = self.partial[c].get();
