@@ -7,20 +7,13 @@
 #![cfg(loom)]
 
 use hakmem_core::testing::{Block, RemoteFreeList};
+
+#[path = "loom_arena/mod.rs"]
+mod loom_arena;
 use loom::sync::Arc;
 use loom::thread;
+use loom_arena::Arena;
 use std::ptr::null_mut;
-
-/// Room for one block, aligned as blocks are.
-#[repr(C, align(16))]
-struct Slot(#[allow(dead_code)] Block);
-
-/// Base of the arena the blocks lie in (slot 0, never a block), as an address.
-fn arena(n: usize) -> (Vec<Slot>, usize) {
-    let mut slots: Vec<Slot> = (0..=n).map(|_| Slot(Block { next: null_mut() })).collect();
-    let base = slots.as_mut_ptr() as usize;
-    (slots, base)
-}
 
 fn drain(list: &RemoteFreeList, base: usize, seen: &mut Vec<usize>) {
     let chain = list.take_all(base as *mut u8);
@@ -44,10 +37,11 @@ fn pushes_and_drains_deliver_every_block_once() {
     loom::model(|| {
         RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let list = Arc::new(RemoteFreeList::new());
-        let (_slots, base) = arena(3);
-        let block = |i: usize| base + i * std::mem::size_of::<Slot>();
-        let a = vec![block(1), block(2)];
-        let b = vec![block(3)];
+        let arena = Arena::new(3);
+        let base = arena.base();
+        let blocks = arena.blocks();
+        let a = vec![blocks[0], blocks[1]];
+        let b = vec![blocks[2]];
         let mut all: Vec<usize> = a.iter().chain(b.iter()).copied().collect();
         let pushers: Vec<_> = [a, b]
             .into_iter()

@@ -21,11 +21,14 @@
 #![cfg(loom)]
 
 use hakmem_core::testing::{Block, RemoteFreeList};
+
+#[path = "loom_arena/mod.rs"]
+mod loom_arena;
 use loom::cell::UnsafeCell;
 use loom::sync::atomic::{fence, AtomicU64, AtomicUsize, Ordering};
 use loom::sync::{Arc, Mutex};
 use loom::thread;
-use std::ptr::null_mut;
+use loom_arena::Arena;
 
 /// The slab's bit in its superslab's `remote_pending` (slab 1).
 const BIT: u64 = 1 << 1;
@@ -184,38 +187,6 @@ impl Slab {
                 "a block was pushed on a released slab"
             );
         });
-    }
-}
-
-/// Room for one block, aligned as blocks are.
-#[repr(C, align(16))]
-struct Slot(#[allow(dead_code)] Block);
-
-/// The blocks of a slab in one allocation, as a superslab's are: the remote list names
-/// them from its start (slot 0, never a block, as a superslab's header is not).
-struct Arena {
-    slots: Vec<Slot>,
-    base: usize,
-}
-
-impl Arena {
-    fn new(blocks: usize) -> Arena {
-        let mut slots: Vec<Slot> = (0..=blocks)
-            .map(|_| Slot(Block { next: null_mut() }))
-            .collect();
-        let base = slots.as_mut_ptr() as usize;
-        Arena { slots, base }
-    }
-
-    fn base(&self) -> usize {
-        self.base
-    }
-
-    /// The blocks' addresses.
-    fn blocks(&self) -> Vec<usize> {
-        (1..self.slots.len())
-            .map(|i| self.base + i * std::mem::size_of::<Slot>())
-            .collect()
     }
 }
 
