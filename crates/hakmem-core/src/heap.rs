@@ -179,9 +179,9 @@ impl Heap {
     }
 
     /// Blocks of class `c`, linked and null-terminated: `(first, count)`, count 0 when
-    /// memory is exhausted. Up to `want` (>= 1), or a slab's whole free list when it
-    /// holds at most `whole` (see [`SlabMeta::take`]).
-    pub fn refill(&self, c: Class, want: usize, whole: usize) -> (*mut Block, usize) {
+    /// memory is exhausted: a slab's whole free list, or up to `want` (>= 1) carved fresh
+    /// (see [`SlabMeta::take`]).
+    pub fn refill(&self, c: Class, want: usize) -> (*mut Block, usize) {
         loop {
             let meta = self.partial[c].get();
             if !meta.is_null() {
@@ -193,7 +193,7 @@ impl Heap {
                 }
                 let carved = m.carved_to();
                 // SAFETY: we own the slab.
-                let (first, n) = unsafe { m.take(want, whole) };
+                let (first, n) = unsafe { m.take(want) };
                 add(&self.counts[c].carved, (m.carved_to() - carved) as isize);
                 if n > 0 {
                     self.add_taken(c, n as isize);

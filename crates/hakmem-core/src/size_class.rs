@@ -129,6 +129,11 @@ impl<T> core::ops::IndexMut<Class> for PerClass<T> {
 /// 447,893 after. Adding them to the classes from 1 KiB up as well changed nothing
 /// measurable (849,471 misses on `c-wide-churn` against 852,416). The power-of-two
 /// classes keep their sizes: their blocks are aligned to them ([`class_for`]).
+///
+/// What it costs: a slab's last block ends up to `blocks * 64` bytes further on, often in
+/// the slab's last page, which a program that writes its blocks' ends then makes
+/// resident: peak RSS of `wide-churn` 16.6 -> 18.3 MiB and `c-wide-churn` 16.3 -> 18.1
+/// MiB (5 alternated runs; jemalloc and tcmalloc peak at 33.7 and 19.5).
 const COLOUR: u32 = 64;
 
 const fn compute_block_sizes() -> [u32; NUM_CLASSES] {

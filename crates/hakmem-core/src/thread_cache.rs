@@ -334,14 +334,13 @@ fn alloc_slow<H: ThreadHooks>(c: Class) -> *mut u8 {
     }
     grow_capacity(bin, c);
     let want = (bin.limit as usize / 2).max(1);
-    let whole = bin.limit as usize;
     // SAFETY: `h` is this thread's heap.
-    let (mut first, mut n) = unsafe { (*h).refill(c, want, whole) };
+    let (mut first, mut n) = unsafe { (*h).refill(c, want) };
     if n == 0 {
         // The OS refused memory: give back what the caches hold, and try once more.
         trim::<H>();
         // SAFETY: as above.
-        (first, n) = unsafe { (*h).refill(c, want, whole) };
+        (first, n) = unsafe { (*h).refill(c, want) };
         if n == 0 {
             return null_mut();
         }
@@ -350,6 +349,13 @@ fn alloc_slow<H: ThreadHooks>(c: Class) -> *mut u8 {
     // chain holds `n` linked blocks.
     unsafe {
         let bin = bin_of(tc, c);
+        // A slab's whole free list may pass the capacity (the classes under 128 B have
+        // more blocks to a slab than `cache_max`; a bin that missed lately has less
+        // than its maximum): the capacity rises to hold it, or the next free would
+        // flush it again. Idle bins shrink back (`note_slow_path`).
+        if n as u32 > bin.limit {
+            bin.set_limit(n as u32);
+        }
         bin.head = (*first).next;
         bin.set_count((n - 1) as u32);
         (*h).note_cached(c, bin.count());
