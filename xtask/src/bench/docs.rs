@@ -90,8 +90,9 @@ fn stamp(meta: &Meta) -> String {
     let _ = writeln!(
         out,
         "`cargo xtask {}` at commit `{}`, started {} (UTC); runs per workload and \
-         allocator, interleaved: {}; hakmem's profile: {}.\n",
-        m.command, m.git_commit, m.started, meta.runs, meta.hakmem_profile
+         allocator, interleaved: {}; memory warmed before each run: {} MiB; hakmem's \
+         profile: {}.\n",
+        m.command, m.git_commit, m.started, meta.runs, meta.warm_mib, meta.hakmem_profile
     );
     let _ = writeln!(out, "{}\n", machine_line(m, &[&meta.gcc]));
     out

@@ -15,6 +15,8 @@ pub struct Meta {
     #[serde(flatten)]
     pub machine: Machine,
     pub runs: usize,
+    /// MiB warmed before each run (`--warm`, `bench/warm.rs`).
+    pub warm_mib: usize,
     pub gcc: String,
     /// The profile hakmem ran with.
     pub hakmem_profile: String,
@@ -39,6 +41,7 @@ impl Meta {
         Meta {
             machine: Machine::now(),
             runs: args.runs(),
+            warm_mib: args.warm,
             gcc: first_line("gcc", &["--version"]),
             hakmem_profile: Profile::describe(args.profile),
             preloads: preloads.collect(),

@@ -14,6 +14,7 @@ pub mod preload;
 mod report;
 mod run;
 mod summary;
+mod warm;
 
 use std::process::ExitCode;
 use std::time::Duration;
@@ -49,6 +50,11 @@ pub struct BenchArgs {
     /// on memory the host must back again: the first touch of a cold machine.
     #[arg(long, default_value_t = 0.0, value_name = "SECS")]
     pause: f64,
+    /// MiB of memory touched in huge pages and freed right before each run (after the
+    /// pause), so that the pages a run faults in are backed by the host; 0 for none (see
+    /// `bench/warm.rs`). 512 covers the largest workload's peak.
+    #[arg(long, default_value_t = 512, value_name = "MIB")]
+    warm: usize,
     /// hakmem's memory profile in every run (sets HAKMEM_PROFILE for the children; without
     /// it they get the environment's HAKMEM_PROFILE, if any). The rows `hakmem-balanced`
     /// and `hakmem-lean` (`--allocator hakmem,hakmem-balanced,hakmem-lean`) run in their
@@ -122,7 +128,11 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
     );
     let started = meta::Meta::now(&args, &plan, &built);
     let timeout = Duration::from_secs(args.timeout);
-    let outcomes = run::run_all(&plan, args.runs(), timeout, pause, args.profile);
+    let before = run::BeforeEach {
+        pause,
+        warm_mib: args.warm,
+    };
+    let outcomes = run::run_all(&plan, args.runs(), timeout, before, args.profile);
     let summaries = summary::summarize(&plan, outcomes);
     report::print_table(&summaries, &plan.notes);
     let dir = output::run_dir(&paths.bench(), &started.machine)?;

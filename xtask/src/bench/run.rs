@@ -39,11 +39,18 @@ pub struct Outcome {
 /// The outcomes, indexed like `plan.workloads[w].targets[t]`.
 pub type Outcomes = Vec<Vec<Outcome>>;
 
+/// What happens before each run: a pause, then a warm-up ([`super::warm`]).
+#[derive(Clone, Copy)]
+pub struct BeforeEach {
+    pub pause: Duration,
+    pub warm_mib: usize,
+}
+
 pub fn run_all(
     plan: &Plan,
     runs: usize,
     timeout: Duration,
-    pause: Duration,
+    before: BeforeEach,
     profile: Option<Profile>,
 ) -> Outcomes {
     let mut outcomes: Outcomes = plan
@@ -73,7 +80,8 @@ pub fn run_all(
                     round + 1,
                     workload.name
                 ));
-                std::thread::sleep(pause);
+                std::thread::sleep(before.pause);
+                super::warm::warm(before.warm_mib);
                 let outcome = &mut outcomes[w][t];
                 let profile = workload.targets[t].allocator.profile().or(profile);
                 match run_once(invocation, timeout, profile) {
