@@ -7,7 +7,8 @@
 //! the `hg` flag of the mapping in `/proc/self/smaps`. The tail of the block past its
 //! last whole stretch is a mapping of its own without the flag (the advice splits the
 //! kernel's mapping there), so a sparsely written tail is not made resident in 2 MiB
-//! pieces.
+//! pieces. A fresh mapping of 8 MiB or more is advised whole, its header's stretch and
+//! its tail included: a buffer that big is mostly written through.
 
 use hakmem_core::{alloc, free, realloc, trim};
 use std::sync::{Mutex, MutexGuard};
@@ -80,6 +81,24 @@ fn large_blocks_ask_for_huge_pages_over_whole_stretches() {
         assert!(
             !advised_huge(base + n - 1),
             "the block's tail, past its last whole 2 MiB stretch, is advised"
+        );
+    }
+    // SAFETY: a live block, given up.
+    unsafe { free(p) };
+}
+
+#[test]
+fn big_blocks_ask_for_huge_pages_over_their_whole_mapping() {
+    let _alone = alone();
+    let n = 9 * MIB;
+    let p = alloc(n, 16);
+    assert!(!p.is_null());
+    let chunk = p as usize & !(hakmem_core::CHUNK_SIZE - 1);
+    if advice_visible() {
+        assert!(advised_huge(chunk), "the header's stretch is not advised");
+        assert!(
+            advised_huge(p as usize + n - 1),
+            "the block's tail is not advised"
         );
     }
     // SAFETY: a live block, given up.
