@@ -112,21 +112,22 @@ pub fn alloc_cached(size: usize) -> *mut u8 {
 /// cleared again).
 #[inline]
 pub fn alloc_zeroed<const CHECKED: bool>(size: usize, align: usize) -> *mut u8 {
-    let (p, zeroed) = match checks::request_class::<CHECKED>(size, align) {
-        Some(c) => (alloc_small::<CHECKED>(c), false),
+    let (p, dirty) = match checks::request_class::<CHECKED>(size, align) {
+        Some(c) => (alloc_small::<CHECKED>(c), size),
         None => alloc_large(size, align),
     };
-    if !p.is_null() && !zeroed {
+    if !p.is_null() {
         // SAFETY: the block holds at least `size` bytes (the canary lies after them).
-        unsafe { core::ptr::write_bytes(p, 0, size) };
+        unsafe { core::ptr::write_bytes(p, 0, size.min(dirty)) };
     }
     p
 }
 
 /// A large block, after giving cached memory back to the OS once if the OS refused.
-/// Returns the block and whether its bytes are known to be zero.
+/// Returns the block and how many of its first bytes may be non-zero
+/// ([`large::alloc`]).
 #[cold]
-fn alloc_large(size: usize, align: usize) -> (*mut u8, bool) {
+fn alloc_large(size: usize, align: usize) -> (*mut u8, usize) {
     let got = large::alloc(size, align);
     if !got.0.is_null() {
         return got;

@@ -7,8 +7,8 @@
 //! the `hg` flag of the mapping in `/proc/self/smaps`. The tail of the block past its
 //! last whole stretch is a mapping of its own without the flag (the advice splits the
 //! kernel's mapping there), so a sparsely written tail is not made resident in 2 MiB
-//! pieces. A fresh mapping of 8 MiB or more is advised whole, its header's stretch and
-//! its tail included: a buffer that big is mostly written through.
+//! pieces. A mapping of 4 MiB or more is advised whole, its header's stretch and its
+//! tail included: a buffer that big is mostly written through.
 
 use hakmem_core::{alloc, free, realloc, trim};
 use std::sync::{Mutex, MutexGuard};
@@ -16,10 +16,10 @@ use std::sync::{Mutex, MutexGuard};
 const MIB: usize = 1 << 20;
 
 /// One test at a time, each starting with the large cache empty: a block reused from an
-/// extent another test freed carries that extent's advice. The 15 MiB extent that
+/// extent another test freed carries that extent's advice. The 9 MiB extent that
 /// `a_block_with_an_unadvised_tail_grows_without_a_copy` frees is advised whole, and the
-/// 5 MiB block of `large_blocks_ask_for_huge_pages_over_whole_stretches` taken from it
-/// had its tail advised: every time with `--test-threads=1`, once in CI.
+/// block of `large_blocks_ask_for_huge_pages_over_whole_stretches` taken from it had its
+/// tail advised: every time with `--test-threads=1`, once in CI.
 fn alone() -> MutexGuard<'static, ()> {
     static LOCK: Mutex<()> = Mutex::new(());
     let guard = LOCK.lock().unwrap_or_else(|e| e.into_inner());
@@ -60,9 +60,10 @@ fn advice_visible() -> bool {
     thp && std::env::var_os("HAKMEM_TEST_RUNNER").is_none()
 }
 
-/// A fresh 5 MiB block: two whole 2 MiB stretches, then a tail.
+/// A fresh 3 MiB block (under the 4 MiB that are advised whole): one whole 2 MiB
+/// stretch, then a tail.
 fn block_with_a_tail() -> (*mut u8, usize) {
-    let n = 5 * MIB;
+    let n = 3 * MIB;
     let p = alloc(n, 16);
     assert!(!p.is_null());
     (p, n)
@@ -160,7 +161,7 @@ fn a_block_with_an_unadvised_tail_grows_without_a_copy() {
     let (p, n) = block_with_a_tail();
     let base = p as usize;
     // A page in the tail, past the block's last whole 2 MiB stretch.
-    let hole = (base + 4 * MIB + 256 * 1024) & !4095;
+    let hole = (base + 2 * MIB + 256 * 1024) & !4095;
     let mut written = 0u64;
     for page in (base..base + n).step_by(4096) {
         if page & !4095 != hole {
