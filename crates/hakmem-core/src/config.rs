@@ -47,7 +47,9 @@ pub struct Policy {
     /// all.
     pub decommit: Option<Decommit>,
     /// Per-class thread cache budget in bytes (the capacity is this over the block size,
-    /// clamped to `cache_min..=cache_max` blocks).
+    /// clamped to `cache_min..=cache_max` blocks). A refill that takes a slab's whole free
+    /// list raises a bin's capacity to hold it (`thread_cache::alloc_slow`), so a bin may
+    /// hold one slab's blocks (64 KiB) past this.
     pub cache_bytes: usize,
     pub cache_min: u32,
     pub cache_max: u32,

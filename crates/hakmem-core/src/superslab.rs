@@ -494,8 +494,8 @@ impl SlabMeta {
     /// waited on each of them in turn, three quarters of `Heap::refill`'s time in
     /// `c-batch-rand`); otherwise up to `want` (>= 1) carved fresh from the slab's
     /// untouched end. Returns `(first, count)`, the chain null-terminated; count 0 when
-    /// the slab has none. A slab of the classes up to 32 KiB is 64 KiB, so a whole list
-    /// is at most that many bytes (and at most 4096 blocks).
+    /// the slab has none. A whole list is at most one span: 4,096 blocks of 16 B, one
+    /// 64 KiB slab for the classes up to 32 KiB, 2 to 6 blocks for the larger ones.
     ///
     /// # Safety
     /// The caller owns the slab.
