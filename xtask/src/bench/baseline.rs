@@ -2,9 +2,12 @@
 //! current tree's build, so that "no row got slower" is a comparison within one run.
 //!
 //! The revision's sources are exported with `git archive` into
-//! `target/baseline/src-REV` and built there with their own target directory
-//! (`target/baseline/target`): its `bench-hakmem` for the Rust rows and its
-//! `libhakmem.so` for the C rows (musl rows have no baseline).
+//! `target/baseline/src-REV` and built there with a target directory of their own
+//! (`target/baseline/target-REV`): its `bench-hakmem` for the Rust rows and its
+//! `libhakmem.so` for the C rows (musl rows have no baseline). One target directory per
+//! revision: `git archive` gives the files the commit's time, older than another
+//! revision's build outputs, so a shared one made cargo take the other revision's
+//! programs as up to date (a `--baseline 9c07f6d` run measured `aa50812`'s).
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -36,7 +39,7 @@ pub fn build(paths: &Paths, rev: &str) -> Result<Baseline> {
     if !src.join("Cargo.toml").exists() {
         export(&paths.root, &commit, &src)?;
     }
-    let target = dir.join("target");
+    let target = dir.join(format!("target-{}", &commit[..12]));
     for (package, extra) in [
         ("hakmem-benches", &["--bin", "bench-hakmem"][..]),
         ("hakmem-cabi", &[][..]),
