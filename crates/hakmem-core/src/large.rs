@@ -99,8 +99,8 @@ fn offset_for(align: usize) -> usize {
 /// 512. A block that leaves its first 2 MiB untouched past its first bytes pays at most
 /// half its size in RSS, and one whose tail stretch is partly past its end at most 2 MiB.
 ///
-/// Measured with the benchmark's warm-up before each run (`/tmp/warm2 512` in the
-/// commit's terms: 512 MiB touched in huge pages and freed), 3-5 alternated runs:
+/// Measured with the benchmark's warm-up before each run (512 MiB touched in huge pages
+/// and freed, as `cargo xtask bench` does), 3-5 alternated runs:
 /// from 8 MiB (the first threshold) to 4 MiB, `c-big-zeroed` (5..25 MiB buffers) 0.041 ->
 /// 0.034 s and 9,180 -> 2,620 page faults (mimalloc 3: 0.030 s, 346 faults); peak RSS of
 /// `realloc-xthread` and `c-realloc-xthread` 45.7 -> 53.8 and 55.7 MiB (blocks grown to
@@ -398,7 +398,7 @@ fn obtain(need: usize) -> Option<Obtained> {
         // faults of 4 KiB there).
         let huge = need >= WHOLE_MAPPING_HUGE_FROM;
         let size = if huge {
-            os::round_up(need, os::HUGE_PAGE_SIZE)?
+            os::round_up(need, os::HUGE_PAGE_SIZE).unwrap_or(need)
         } else {
             need
         };
