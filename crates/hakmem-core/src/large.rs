@@ -136,25 +136,23 @@ pub fn alloc(size: usize, align: usize) -> (*mut u8, usize) {
         return (null_mut(), 0);
     };
     retain::observe();
-    // Below `WHOLE_MAPPING_HUGE_FROM`, only the whole 2 MiB stretches the block covers,
-    // so that a touched one is the block's own memory; the advice stays with the mapping
-    // when it is cached. The header is written first, so its stretch keeps 4 KiB
-    // pages: advised before it, every block made 2 MiB resident for its header, and peak
-    // RSS rose from 37.8 to 50.9 MiB in realloc-xthread and from 77.0 to 85.0 MiB in large
-    // (7 alternated runs), for fewer faults only where a block is written through.
-    let huge = need & !(os::HUGE_PAGE_SIZE - 1);
-    let whole_huge = fresh && need >= WHOLE_MAPPING_HUGE_FROM;
-    if whole_huge {
-        // SAFETY: stretches of the fresh mapping, which is ours.
-        unsafe { os::advise_huge_pages(base as *mut u8, map_size, true) };
-    }
     // SAFETY: the mapping is ours and at least MIN_OFFSET bytes long.
     unsafe { write_header(base, map_size, offset, size) };
     if fresh {
         chunk_map::insert(base);
-        if !whole_huge {
-            // SAFETY: as above.
-            unsafe { os::advise_huge_pages(base as *mut u8, huge, true) };
+        if need < WHOLE_MAPPING_HUGE_FROM {
+            // Only the whole 2 MiB stretches the block covers, so that a touched one is
+            // the block's own memory; the advice stays with the mapping when it is
+            // cached. The header is written first, so its stretch keeps 4 KiB pages:
+            // advised before it, every block made 2 MiB resident for its header, and
+            // peak RSS rose from 37.8 to 50.9 MiB in realloc-xthread and from 77.0 to
+            // 85.0 MiB in large (7 alternated runs), for fewer faults only where a block
+            // is written through. (From `WHOLE_MAPPING_HUGE_FROM` on, `obtain` advised the
+            // whole mapping.)
+            // SAFETY: a stretch of the fresh mapping, which is ours.
+            unsafe {
+                os::advise_huge_pages(base as *mut u8, need & !(os::HUGE_PAGE_SIZE - 1), true)
+            };
         }
     }
     LARGE_BYTES.fetch_add(map_size, Ordering::Relaxed);
@@ -369,7 +367,8 @@ impl Cache {
 struct Obtained {
     base: usize,
     map_size: usize,
-    /// Fresh: zero throughout, not yet in the chunk map, not yet advised.
+    /// Fresh: zero throughout, not yet in the chunk map, and advised only when it is
+    /// [`WHOLE_MAPPING_HUGE_FROM`] or more (the caller advises the rest after the header).
     fresh: bool,
     /// The bytes from `base + dirty` on are known to be zero (never written): 0 for a
     /// fresh mapping, the old length for a cached extent grown by `mremap`, `map_size`
@@ -425,6 +424,11 @@ fn obtain(need: usize) -> Option<Obtained> {
     // extent when freed (the pages past `need` are never touched unless used).
     let size = os::round_up(need, CHUNK_SIZE)?;
     let p = os::map_aligned(size, CHUNK_SIZE);
+    if !p.is_null() && need >= WHOLE_MAPPING_HUGE_FROM {
+        // Before the caller writes the header, so its stretch can be a huge page too.
+        // SAFETY: the fresh mapping is ours; the advice changes no byte.
+        unsafe { os::advise_huge_pages(p, size, true) };
+    }
     (!p.is_null()).then_some(Obtained {
         base: p as usize,
         map_size: size,
