@@ -106,6 +106,14 @@ fn offset_for(align: usize) -> usize {
 /// `realloc-xthread` and `c-realloc-xthread` 45.7 -> 53.8 and 55.7 MiB (blocks grown to
 /// 4-5 MiB and written at both ends; jemalloc 58.6, mimalloc 225), `large`,
 /// `live-growth` and `realloc-growth` unchanged.
+///
+/// Smaller mappings are not advised at all. The one whole 2 MiB stretch such a block
+/// can cover holds its header, written before any advice could come, so the fault path
+/// never made it a huge page; but `khugepaged` collapses an advised stretch that has a
+/// single page present (`max_ptes_none` is 511 by default), and a block touched at its
+/// ends then held 2 MiB: 16 blocks of 3 MiB, written at both ends and kept while the
+/// program slept 90 s, went from 4.4 to 37.2 MiB resident (`AnonHugePages` 2 to 34 MiB)
+/// when those stretches were advised.
 const WHOLE_MAPPING_HUGE_FROM: usize = 2 * os::HUGE_PAGE_SIZE;
 
 /// A large block of at least `size` bytes aligned to `align`; `(ptr, dirty)`, where the
@@ -140,20 +148,6 @@ pub fn alloc(size: usize, align: usize) -> (*mut u8, usize) {
     unsafe { write_header(base, map_size, offset, size) };
     if fresh {
         chunk_map::insert(base);
-        if need < WHOLE_MAPPING_HUGE_FROM {
-            // Only the whole 2 MiB stretches the block covers, so that a touched one is
-            // the block's own memory; the advice stays with the mapping when it is
-            // cached. The header is written first, so its stretch keeps 4 KiB pages:
-            // advised before it, every block made 2 MiB resident for its header, and
-            // peak RSS rose from 37.8 to 50.9 MiB in realloc-xthread and from 77.0 to
-            // 85.0 MiB in large (7 alternated runs), for fewer faults only where a block
-            // is written through. (From `WHOLE_MAPPING_HUGE_FROM` on, `obtain` advised the
-            // whole mapping.)
-            // SAFETY: a stretch of the fresh mapping, which is ours.
-            unsafe {
-                os::advise_huge_pages(base as *mut u8, need & !(os::HUGE_PAGE_SIZE - 1), true)
-            };
-        }
     }
     LARGE_BYTES.fetch_add(map_size, Ordering::Relaxed);
     ((base + offset) as *mut u8, dirty.saturating_sub(offset))
@@ -367,8 +361,8 @@ impl Cache {
 struct Obtained {
     base: usize,
     map_size: usize,
-    /// Fresh: zero throughout, not yet in the chunk map, and advised only when it is
-    /// [`WHOLE_MAPPING_HUGE_FROM`] or more (the caller advises the rest after the header).
+    /// Fresh: zero throughout, not yet in the chunk map, and advised when it is
+    /// [`WHOLE_MAPPING_HUGE_FROM`] or more.
     fresh: bool,
     /// The bytes from `base + dirty` on are known to be zero (never written): 0 for a
     /// fresh mapping, the old length for a cached extent grown by `mremap`, `map_size`
@@ -440,12 +434,12 @@ fn obtain(need: usize) -> Option<Obtained> {
 /// Resize the mapping `[base, base + old)` to `new` bytes with `mremap`, in place or
 /// moved ([`os::remap_aligned`]); null on failure, the mapping untouched.
 ///
-/// `mremap` takes one kernel mapping only, and a block's huge-page advice (over its
-/// whole 2 MiB stretches, see [`alloc`]) splits its mapping in two when it has a tail; so
-/// does an extent merged from differently advised neighbours. When the first try fails,
-/// the whole range is advised alike, which makes it one kernel mapping again, and the
-/// move is tried once more: a block that grows is about to write its tail anyway, and the
-/// alternative is a copy into fresh pages.
+/// `mremap` takes one kernel mapping only, and an extent merged from differently advised
+/// neighbours (a mapping of [`WHOLE_MAPPING_HUGE_FROM`] or more beside a smaller one) is
+/// several. When the first try fails, the whole range is advised alike, as a mapping of
+/// `new` bytes would be (huge from [`WHOLE_MAPPING_HUGE_FROM`], else not), which makes it
+/// one kernel mapping again, and the move is tried once more: the alternative is a copy
+/// into fresh pages.
 ///
 /// # Safety
 /// The range is a whole large mapping (or cached extent) the caller owns and does not
@@ -456,8 +450,9 @@ unsafe fn remap(base: usize, old: usize, new: usize) -> *mut u8 {
     if !p.is_null() {
         return p;
     }
+    let huge = new >= WHOLE_MAPPING_HUGE_FROM;
     // SAFETY: the caller's mapping; the advice changes no byte of it.
-    unsafe { os::advise_huge_pages(base as *mut u8, old, true) };
+    unsafe { os::advise_huge_pages(base as *mut u8, old, huge) };
     // SAFETY: by the caller, as above.
     unsafe { os::remap_aligned(base as *mut u8, old, new, CHUNK_SIZE) }
 }

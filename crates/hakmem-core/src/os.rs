@@ -129,15 +129,15 @@ pub const HUGE_PAGE_SIZE: usize = 2 << 20;
 /// Ask the kernel to back `[ptr, ptr + size)` with transparent huge pages, or no longer
 /// to (`MADV_HUGEPAGE` / `MADV_NOHUGEPAGE`; asking is needed where THP is in `madvise`
 /// mode, Debian's default). A hint: a kernel without THP refuses it, which changes
-/// nothing else, so the answer is ignored.
+/// nothing else, so the answer is ignored. A range of any size takes the advice (the
+/// kernel keeps it as a flag of the mapping, which it splits at the range's ends), so
+/// advising a range alike also joins its kernel mappings again.
 ///
 /// # Safety
 /// The range lies in a mapping of this module.
 pub unsafe fn advise_huge_pages(ptr: *mut u8, size: usize, huge: bool) {
-    if size >= HUGE_PAGE_SIZE {
-        // SAFETY: by the caller.
-        unsafe { sys::advise_huge_pages(ptr, size, huge) }
-    }
+    // SAFETY: by the caller.
+    unsafe { sys::advise_huge_pages(ptr, size, huge) }
 }
 
 /// How [`decommit`] gives pages back.

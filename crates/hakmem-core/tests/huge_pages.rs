@@ -1,14 +1,12 @@
 //! Transparent huge pages, which hakmem asks for in every profile (these tests run in the
-//! default, `fast`): over the whole 2 MiB stretches a large block covers, and over
-//! superslabs of single slabs once hakmem's mappings pass 32 MiB (not over superslabs of
-//! spans).
+//! default, `fast`): over the whole mapping of a large block of 4 MiB or more, never over
+//! a smaller one, and over superslabs of single slabs once hakmem's mappings pass 32 MiB
+//! (not over superslabs of spans). The kernel shows the advice as the `hg` flag of the
+//! mapping in `/proc/self/smaps`.
 //!
-//! A large block's advice covers only its whole stretches: the kernel shows the advice as
-//! the `hg` flag of the mapping in `/proc/self/smaps`. The tail of the block past its
-//! last whole stretch is a mapping of its own without the flag (the advice splits the
-//! kernel's mapping there), so a sparsely written tail is not made resident in 2 MiB
-//! pieces. A mapping of 4 MiB or more is advised whole, its header's stretch and its
-//! tail included: a buffer that big is mostly written through.
+//! A block under 4 MiB has no advice: the one whole 2 MiB stretch it can cover holds its
+//! header, so only `khugepaged` would ever make it a huge page, 2 MiB resident for a block
+//! the program may touch at its ends only.
 
 use hakmem_core::{alloc, free, realloc, trim};
 use std::sync::{Mutex, MutexGuard};
@@ -60,9 +58,8 @@ fn advice_visible() -> bool {
     thp && std::env::var_os("HAKMEM_TEST_RUNNER").is_none()
 }
 
-/// A fresh 3 MiB block (under the 4 MiB that are advised whole): one whole 2 MiB
-/// stretch, then a tail.
-fn block_with_a_tail() -> (*mut u8, usize) {
+/// A fresh 3 MiB block (under the 4 MiB that are advised whole).
+fn block_under_4_mib() -> (*mut u8, usize) {
     let n = 3 * MIB;
     let p = alloc(n, 16);
     assert!(!p.is_null());
@@ -70,19 +67,13 @@ fn block_with_a_tail() -> (*mut u8, usize) {
 }
 
 #[test]
-fn large_blocks_ask_for_huge_pages_over_whole_stretches() {
+fn blocks_under_4_mib_ask_for_no_huge_pages() {
     let _alone = alone();
-    let (p, n) = block_with_a_tail();
+    let (p, n) = block_under_4_mib();
     let base = p as usize;
     if advice_visible() {
-        assert!(
-            advised_huge(base),
-            "the block's first stretch is not advised"
-        );
-        assert!(
-            !advised_huge(base + n - 1),
-            "the block's tail, past its last whole 2 MiB stretch, is advised"
-        );
+        assert!(!advised_huge(base), "the block's first stretch is advised");
+        assert!(!advised_huge(base + n - 1), "the block's tail is advised");
     }
     // SAFETY: a live block, given up.
     unsafe { free(p) };
@@ -151,18 +142,20 @@ fn resident(addr: usize) -> bool {
     v & 1 == 1
 }
 
-/// A block whose tail is a kernel mapping of its own (see the first test) still grows by
-/// moving its pages with `mremap`, which takes one kernel mapping only: hakmem advises the
-/// whole range alike first. A page the block never wrote is still absent after the
-/// move; a copy would have written it.
-#[test]
-fn a_block_with_an_unadvised_tail_grows_without_a_copy() {
-    let _alone = alone();
-    let (p, n) = block_with_a_tail();
+/// Advise the first `len` bytes of the mapping of the large block `p` for huge pages, as
+/// an extent merged from a mapping of 4 MiB or more and a smaller one is: the block's
+/// range is two kernel mappings then, and `mremap` takes one only.
+fn split_mapping(p: *mut u8, len: usize) {
+    let base = p as usize & !(hakmem_core::CHUNK_SIZE - 1);
+    // SAFETY: advice about pages of a live block's mapping; it changes no contents.
+    let r = unsafe { libc::madvise(base as *mut libc::c_void, len, libc::MADV_HUGEPAGE) };
+    assert_eq!(r, 0, "madvise");
+}
+
+/// Write a word into every page of `[p, p + n)` but the one at `hole`; returns how many.
+fn write_all_but(p: *mut u8, n: usize, hole: usize) -> u64 {
     let base = p as usize;
-    // A page in the tail, past the block's last whole 2 MiB stretch.
-    let hole = (base + 2 * MIB + 256 * 1024) & !4095;
-    let mut written = 0u64;
+    let mut written = 0;
     for page in (base..base + n).step_by(4096) {
         if page & !4095 != hole {
             // SAFETY: inside the live block.
@@ -170,28 +163,76 @@ fn a_block_with_an_unadvised_tail_grows_without_a_copy() {
             written += 1;
         }
     }
-    if advice_visible() {
-        assert!(!advised_huge(hole), "no split: the tail is advised");
-    }
+    written
+}
+
+/// Resize `p` (`n` bytes, every page but `hole` written by [`write_all_but`]) to
+/// `new_n`, check it kept every written word and did not copy (the page it never wrote
+/// is still absent: a copy would have written it), and return the new block.
+fn grow_without_a_copy(p: *mut u8, n: usize, hole: usize, new_n: usize) -> *mut u8 {
+    let base = p as usize;
     assert!(!resident(hole));
     // SAFETY: a live block of `n` bytes, given up for the new one.
-    let q = unsafe { realloc(p, n, 16, 3 * n) };
+    let q = unsafe { realloc(p, n, 16, new_n) };
     assert!(!q.is_null());
     let moved = q as usize;
-    let mut kept = 0u64;
     for page in (base..base + n).step_by(4096) {
         if page & !4095 != hole {
             // SAFETY: inside the live block, which kept its first `n` bytes.
             let v = unsafe { *((moved + (page - base)) as *const u64) };
             assert_eq!(v, page as u64, "the block lost its content");
-            kept += 1;
         }
     }
-    assert_eq!(kept, written);
     assert!(
         !resident(moved + (hole - base)),
         "the block was copied, not moved: the page it never wrote is resident"
     );
+    q
+}
+
+/// A block whose mapping is two kernel mappings still grows by moving its pages with
+/// `mremap`: hakmem advises the whole range alike first, as huge as a fresh mapping of
+/// the new size would be.
+#[test]
+fn a_split_block_grows_without_a_copy_and_advised_as_its_new_size() {
+    let _alone = alone();
+    let (p, n) = block_under_4_mib();
+    split_mapping(p, 2 * MIB);
+    let hole = (p as usize + 2 * MIB + 256 * 1024) & !4095;
+    write_all_but(p, n, hole);
+    if advice_visible() {
+        assert!(advised_huge(p as usize) && !advised_huge(hole), "no split");
+    }
+    // To 9 MiB, past the 4 MiB chunk the block was given: a move, advised huge.
+    let q = grow_without_a_copy(p, n, hole, 3 * n);
+    if advice_visible() {
+        assert!(
+            advised_huge(q as usize),
+            "a block grown to 9 MiB is not advised"
+        );
+    }
     // SAFETY: a live block, given up.
     unsafe { free(q) };
+    // A fresh block shrunk to 600 KiB (its tail given back), split, grown to 1.5 MiB: a
+    // move advised not huge (`nh`), the same for the whole range.
+    trim();
+    let (p, n) = block_under_4_mib();
+    let small = 600 * 1024;
+    // SAFETY: the live block, given up for the smaller one.
+    let r = unsafe { realloc(p, n, 16, small) };
+    assert_eq!(r, p, "a shrink moved the block");
+    split_mapping(r, 256 * 1024);
+    let hole = (r as usize + 400 * 1024) & !4095;
+    write_all_but(r, small, hole);
+    let s = grow_without_a_copy(r, small, hole, 3 * MIB / 2);
+    if advice_visible() {
+        let flags = vm_flags(s as usize);
+        assert!(
+            flags.split_whitespace().any(|f| f == "nh") && !advised_huge(s as usize),
+            "a block grown to 1.5 MiB is advised huge: {flags}"
+        );
+        assert_eq!(vm_flags(s as usize + MIB), flags, "still split");
+    }
+    // SAFETY: a live block, given up.
+    unsafe { free(s) };
 }
