@@ -102,17 +102,23 @@ fn advised_huge(addr: usize) -> bool {
     vm_flags(addr).split_whitespace().any(|f| f == "hg")
 }
 
+/// A 40 MiB block, which takes hakmem's mappings past `HUGE_PAGES_FROM` (32 MiB), then
+/// 10 MiB of 64-byte blocks: the last ones lie in a superslab taken after that.
+fn small_blocks_past_32_mib() -> (*mut u8, Vec<*mut u8>) {
+    let big = alloc(40 * MIB, 16);
+    assert!(!big.is_null());
+    let small: Vec<*mut u8> = (0..160_000).map(|_| alloc(64, 16)).collect();
+    assert!(small.iter().all(|p| !p.is_null()));
+    (big, small)
+}
+
 #[test]
 fn superslabs_of_single_slabs_ask_for_huge_pages_once_the_heap_is_large() {
     let _alone = alone();
-    // Past `HUGE_PAGES_FROM` (32 MiB) of hakmem's mappings.
-    let big = alloc(40 * MIB, 16);
-    assert!(!big.is_null());
-    // 10 MiB of 64-byte blocks: the last ones lie in a superslab taken after that.
-    let small: Vec<*mut u8> = (0..160_000).map(|_| alloc(64, 16)).collect();
+    let (big, small) = small_blocks_past_32_mib();
     // 8 MiB of 40,000-byte blocks (spans of slabs): the last ones in a superslab of spans.
     let spans: Vec<*mut u8> = (0..200).map(|_| alloc(40_000, 16)).collect();
-    assert!(small.iter().chain(&spans).all(|p| !p.is_null()));
+    assert!(spans.iter().all(|p| !p.is_null()));
     if advice_visible() {
         assert!(
             advised_huge(*small.last().unwrap() as usize),
@@ -128,6 +134,41 @@ fn superslabs_of_single_slabs_ask_for_huge_pages_once_the_heap_is_large() {
         for p in small.into_iter().chain(spans) {
             free(p);
         }
+        free(big);
+    }
+}
+
+/// A superslab whose free slabs were given back asks for huge pages no longer:
+/// `khugepaged` would make an advised 2 MiB stretch with one page present resident
+/// whole again.
+#[test]
+fn a_superslab_whose_free_slabs_were_given_back_asks_for_huge_pages_no_longer() {
+    let _alone = alone();
+    let (big, small) = small_blocks_past_32_mib();
+    let (&last, rest) = small.split_last().unwrap();
+    if advice_visible() {
+        assert!(
+            advised_huge(last as usize),
+            "the superslab was never advised"
+        );
+    }
+    // SAFETY: live blocks, given up (all but the last).
+    unsafe {
+        for &p in rest {
+            free(p);
+        }
+    }
+    // Gives the free slabs of this thread's superslabs back (`decommit_all`).
+    trim();
+    if advice_visible() {
+        assert!(
+            !advised_huge(last as usize),
+            "a superslab with slabs given back is still advised"
+        );
+    }
+    // SAFETY: live blocks, given up.
+    unsafe {
+        free(last);
         free(big);
     }
 }
