@@ -116,14 +116,17 @@ const POLICIES: [Policy; 3] = [
     Policy {
         decommit: Some(Decommit::Now),
         cache_bytes: 32 * 1024,
-        // Room for 64 blocks of the classes over 512 B, within 1 MiB a class (fast: over
-        // 1 KiB, within 2 MiB): with 32 blocks and 512 KiB, lean took 1.35x fast's time
-        // on wide-churn and 1.11x on mid-large, with more memory (23.1 MiB against 20.7;
-        // 8.4 against 7.0; 5 alternated runs); with 8 blocks and 128 KiB, 1.8x on
-        // mid-large.
+        // Room for 64 blocks of the classes over 512 B (fast: over 1 KiB), within 2 MiB a
+        // class as in fast. Smaller bins of big blocks cost lean time and memory alike: a
+        // bin that runs dry or overflows sends the program through more slabs, which it
+        // then touches. Within 1 MiB, lean took 1.29x fast's time on c-wide-churn and
+        // peaked at 22.6 MiB against 18.0; within 2 MiB, 1.06x and 18.0 MiB (7 alternated
+        // runs, warmed; wide-churn 23.2 -> 18.6 MiB, large 70.2 -> 65.6, the other rows
+        // within 0.1 MiB). With 32 blocks and 512 KiB, 1.35x on wide-churn and 1.11x on
+        // mid-large; with 8 blocks and 128 KiB, 1.8x on mid-large.
         cache_min: 64,
         cache_max: 256,
-        medium_cache_bytes: 1024 * 1024,
+        medium_cache_bytes: 2048 * 1024,
         cache_floor: 8,
         retain_floor: 4 << 20,
         retain_ms: 250,
