@@ -194,18 +194,15 @@ fn split_mapping(p: *mut u8, len: usize) {
     assert!(r == 0 || !advice_visible(), "madvise");
 }
 
-/// Write a word into every page of `[p, p + n)` but the one at `hole`; returns how many.
-fn write_all_but(p: *mut u8, n: usize, hole: usize) -> u64 {
+/// Write a word into every page of `[p, p + n)` but the one at `hole`.
+fn write_all_but(p: *mut u8, n: usize, hole: usize) {
     let base = p as usize;
-    let mut written = 0;
     for page in (base..base + n).step_by(4096) {
         if page & !4095 != hole {
             // SAFETY: inside the live block.
             unsafe { *(page as *mut u64) = page as u64 };
-            written += 1;
         }
     }
-    written
 }
 
 /// Resize `p` (`n` bytes, every page but `hole` written by [`write_all_but`]) to
