@@ -108,6 +108,12 @@ static HEAPS: SpinLock<HeapPool> = SpinLock::new(HeapPool {
 
 const HEAP_CHUNK: usize = 64 * 1024;
 
+/// Owned superslabs whose remote lists a refill drains before it carves fresh blocks
+/// (the latest linked, 16 MiB): the walk is paid on every carve, so it stays short for a
+/// heap of any size; a thread whose blocks another frees in cycles keeps a few
+/// superslabs, all within it.
+const LOOK_BEFORE_CARVING: usize = 4;
+
 impl Heap {
     /// A heap for the calling thread, from the pool or new; null if the OS refuses memory.
     pub fn acquire() -> *mut Heap {
@@ -180,16 +186,25 @@ impl Heap {
 
     /// Blocks of class `c`, linked and null-terminated: `(first, count)`, count 0 when
     /// memory is exhausted: a slab's whole free list, or up to `want` (>= 1) carved fresh
-    /// (see [`SlabMeta::take`]).
+    /// (see [`SlabMeta::take`]) once no remote list nearby holds a block.
     pub fn refill(&self, c: Class, want: usize) -> (*mut Block, usize) {
+        let mut pending_tried = false;
         loop {
             let meta = self.partial[c].get();
             if !meta.is_null() {
                 // SAFETY: slabs on our partial lists are in our superslabs.
                 let m = unsafe { &*meta };
-                if !m.has_free() {
+                // Blocks other threads gave back come before fresh ones: carving touches
+                // new pages while freed ones wait on remote lists, this slab's or others'.
+                if !m.has_freed() {
                     // SAFETY: we own the slab.
                     unsafe { self.collect(m) };
+                    if !m.has_freed() && !pending_tried {
+                        pending_tried = true;
+                        if self.collect_pending(LOOK_BEFORE_CARVING) {
+                            continue; // `m` may be released; the list's head may differ
+                        }
+                    }
                 }
                 let carved = m.carved_to();
                 // SAFETY: we own the slab.
@@ -202,7 +217,7 @@ impl Heap {
                 self.unlink_partial(c, m);
                 continue;
             }
-            if self.collect_pending() && !self.partial[c].get().is_null() {
+            if self.collect_pending(usize::MAX) && !self.partial[c].get().is_null() {
                 continue;
             }
             let meta = self.new_slab(c);
@@ -272,11 +287,15 @@ impl Heap {
         false
     }
 
-    /// Drain the remote lists flagged in our superslabs; true if any block came home.
-    fn collect_pending(&self) -> bool {
+    /// Drain the remote lists flagged in our superslabs, the first `most` of them (the
+    /// latest linked); true if any block came home.
+    fn collect_pending(&self, most: usize) -> bool {
         let mut found = false;
         let mut ss = self.owned.get();
-        while !ss.is_null() {
+        for _ in 0..most {
+            if ss.is_null() {
+                break;
+            }
             // SAFETY: owned superslabs are live; we own them.
             let s = unsafe { &*ss };
             let next = s.next.get();

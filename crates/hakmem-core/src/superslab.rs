@@ -489,7 +489,14 @@ impl SlabMeta {
     /// Whether a block can be taken without looking at the remote list.
     #[inline]
     pub fn has_free(&self) -> bool {
-        !self.free.get().is_null() || self.bump.get() < self.end.get()
+        self.has_freed() || self.bump.get() < self.end.get()
+    }
+
+    /// Whether the free list holds a block (one freed here, or collected from the remote
+    /// list), leaving the uncarved end aside.
+    #[inline]
+    pub fn has_freed(&self) -> bool {
+        !self.free.get().is_null()
     }
 
     /// The start of the superslab this slab lies in: its metadata sits in the header.
