@@ -192,20 +192,18 @@ impl Heap {
         loop {
             let meta = self.partial[c].get();
             if !meta.is_null() {
-                // SAFETY: slabs on our partial lists are in our superslabs.
-                let m = unsafe { &*meta };
                 // Blocks other threads gave back come before fresh ones: carving touches
                 // new pages while freed ones wait on remote lists, this slab's or others'.
-                if !m.has_freed() {
-                    // SAFETY: we own the slab.
-                    unsafe { self.collect(m) };
-                    if !m.has_freed() && !pending_tried {
-                        pending_tried = true;
-                        if self.collect_pending(LOOK_BEFORE_CARVING) {
-                            continue; // `m` may be released; the list's head may differ
-                        }
+                // SAFETY: slabs on our partial lists are ours, in our superslabs.
+                let dry = unsafe { self.collect_if_dry(&*meta) };
+                if dry && !pending_tried {
+                    pending_tried = true;
+                    if self.collect_pending(LOOK_BEFORE_CARVING) {
+                        continue; // the slab may be released; the list's head may differ
                     }
                 }
+                // SAFETY: as above; still on the list, since no block came home.
+                let m = unsafe { &*meta };
                 let carved = m.carved_to();
                 // SAFETY: we own the slab.
                 let (first, n) = unsafe { m.take(want) };
@@ -285,6 +283,20 @@ impl Heap {
             self.push_partial(meta.class(), meta);
         }
         false
+    }
+
+    /// When `meta`'s free list is empty, join its remote list to it; whether the free list
+    /// is still empty (the slab can only carve).
+    ///
+    /// # Safety
+    /// We own the slab.
+    unsafe fn collect_if_dry(&self, meta: &SlabMeta) -> bool {
+        if meta.has_freed() {
+            return false;
+        }
+        // SAFETY: by the caller.
+        unsafe { self.collect(meta) };
+        !meta.has_freed()
     }
 
     /// Drain the remote lists flagged in our superslabs, the first `most` of them (the
