@@ -296,6 +296,9 @@ pub mod testing {
     pub use crate::os::inject_map_failures;
     pub use crate::remote::{Block, RemoteFreeList};
 
+    /// The size and alignment of a slab.
+    pub const SLAB_SIZE: usize = crate::size_class::SLAB_SIZE;
+
     /// How many freed large mappings the profile in force may keep.
     pub fn large_cache_entries() -> usize {
         crate::config::current().large_cache_entries

@@ -122,8 +122,9 @@ impl<T> core::ops::IndexMut<Class> for PerClass<T> {
 /// and their first cache lines, where the free-list link and most programs' headers
 /// lie, fall in one to four of the L1 cache's 64 sets (an L1 of 8 or 12 ways, 32 or 48
 /// KiB, keeps 8 to 48 of them). With 64 bytes more, consecutive blocks start one line
-/// further along the page, every set in turn. `c-mid-large` (two threads, 64 live blocks of 8..32 KiB
-/// each), `LD_PRELOAD=... target/bench/c-workloads c-mid-large`, 9 alternated runs:
+/// further along the page, every set in turn. `c-mid-large` (two threads, 64 live blocks
+/// of 8..32 KiB each), `LD_PRELOAD=... target/bench/c-workloads c-mid-large`, 9
+/// alternated runs:
 /// 0.0301 s before, 0.0223 s after (tcmalloc 0.0274 s); simulated L1 misses
 /// (`valgrind --tool=cachegrind --cache-sim=yes`, 200,000 operations) 541,535 before,
 /// 447,893 after. Adding them to the classes from 1 KiB up as well changed nothing

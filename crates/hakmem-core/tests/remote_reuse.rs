@@ -6,16 +6,15 @@
 //! The counters are process-wide, so this binary holds one test (the harness uses the
 //! system allocator).
 
+use hakmem_core::testing::SLAB_SIZE;
 use hakmem_core::{alloc, class_for, class_usage, dealloc, ClassUsage};
 use std::collections::HashSet;
 use std::sync::mpsc;
 
+/// A class whose spans are one slab each.
 const SIZE: usize = 256;
 /// Blocks over several slabs of the class, the last one half carved.
 const N: usize = 1_920;
-/// The slabs' size and alignment (`size_class::SLAB_SIZE`): the class of `SIZE` has
-/// slabs of one.
-const SLAB: usize = 64 << 10;
 
 fn usage_of_class() -> ClassUsage {
     class_usage()[class_for(SIZE, 16).unwrap().index()]
@@ -26,7 +25,9 @@ fn usage_of_class() -> ClassUsage {
 /// rest, given away.
 fn one_a_slab(blocks: Vec<usize>) -> (Vec<usize>, Vec<usize>) {
     let mut seen = HashSet::new();
-    blocks.into_iter().partition(|&p| seen.insert(p / SLAB))
+    blocks
+        .into_iter()
+        .partition(|&p| seen.insert(p / SLAB_SIZE))
 }
 
 #[test]
