@@ -379,6 +379,212 @@ static uint64_t live_growth(uint64_t ops) {
     return ops;
 }
 
+/* ---- a document tree built, written out, parsed back, dropped (benches/src/workloads/tree.rs) ---- */
+
+enum { TREE_ROUND = 200000, TREE_MAX_DEPTH = 6 };
+enum { V_NUM, V_STR, V_LIST, V_MAP };
+
+/* A value: `p` holds a string's bytes, a list's values or a map's entries (`len` of them,
+ * room for `cap`): 32 bytes, as the Rust enum. */
+typedef struct value { uint32_t kind, num; void *p; size_t len, cap; } value_t;
+typedef struct { char *key; size_t klen, kcap; value_t v; } entry_t;
+typedef struct { char *p; size_t len, cap; } text_t;
+
+static const char *const TREE_KEYS[16] = {
+    "id", "name", "type", "value", "items", "children", "label", "count", "enabled", "tags",
+    "x", "y", "width", "height", "description", "metadata",
+};
+
+/* Room for one more of `size`-byte elements in `p` (`len` used of `cap`): doubled from
+ * `first` when full, as a Rust Vec grows (8 for bytes, 4 for the others). */
+static void *grow(void *p, size_t *cap, size_t len, size_t size, size_t first) {
+    if (len < *cap) return p;
+    *cap = *cap ? *cap * 2 : first;
+    p = realloc(p, *cap * size);
+    if (!p) abort();
+    return p;
+}
+
+static value_t tree_build(rng_t *rng, size_t depth, uint64_t *left) {
+    (*left)--;
+    int container = depth < TREE_MAX_DEPTH && rng_below(rng, 3) == 0;
+    size_t which = rng_below(rng, 2);
+    value_t v = { 0 };
+    if (container && which == 0) {
+        v.kind = V_LIST;
+        for (size_t i = 0, n = rng_below(rng, 13); i < n && *left > 0; i++) {
+            value_t item = tree_build(rng, depth + 1, left);
+            v.p = grow(v.p, &v.cap, v.len, sizeof(value_t), 4);
+            ((value_t *)v.p)[v.len++] = item;
+        }
+    } else if (container) {
+        v.kind = V_MAP;
+        for (size_t i = 0, n = 1 + rng_below(rng, 8); i < n && *left > 0; i++) {
+            const char *k = TREE_KEYS[rng_below(rng, 16)];
+            entry_t e = { .klen = strlen(k) };
+            e.kcap = e.klen;
+            e.key = malloc(e.klen);
+            if (!e.key) abort();
+            memcpy(e.key, k, e.klen);
+            e.v = tree_build(rng, depth + 1, left);
+            v.p = grow(v.p, &v.cap, v.len, sizeof(entry_t), 4);
+            ((entry_t *)v.p)[v.len++] = e;
+        }
+    } else if (which == 0) {
+        v.kind = V_NUM;
+        v.num = (uint32_t)rng_next(rng);
+    } else {
+        v.kind = V_STR;
+        v.len = v.cap = 1 + rng_below(rng, 40);
+        char *s = malloc(v.len);
+        if (!s) abort();
+        for (size_t i = 0; i < v.len; i++) s[i] = (char)('a' + rng_below(rng, 26));
+        v.p = s;
+    }
+    return v;
+}
+
+/* Append `n` bytes, growing as a Rust String does (at least doubled, at least 8). */
+static void text_put(text_t *t, const char *bytes, size_t n) {
+    if (t->len + n > t->cap) {
+        size_t cap = t->cap * 2 > t->len + n ? t->cap * 2 : t->len + n;
+        t->cap = cap < 8 ? 8 : cap;
+        t->p = realloc(t->p, t->cap);
+        if (!t->p) abort();
+    }
+    memcpy(t->p + t->len, bytes, n);
+    t->len += n;
+}
+
+static void tree_write(const value_t *v, text_t *out) {
+    char num[16];
+    switch (v->kind) {
+    case V_NUM: text_put(out, num, (size_t)snprintf(num, sizeof num, "%u", v->num)); break;
+    case V_STR:
+        text_put(out, "\"", 1);
+        text_put(out, v->p, v->len);
+        text_put(out, "\"", 1);
+        break;
+    case V_LIST:
+        text_put(out, "[", 1);
+        for (size_t i = 0; i < v->len; i++) {
+            if (i > 0) text_put(out, ",", 1);
+            tree_write(&((value_t *)v->p)[i], out);
+        }
+        text_put(out, "]", 1);
+        break;
+    default:
+        text_put(out, "{", 1);
+        for (size_t i = 0; i < v->len; i++) {
+            const entry_t *e = &((entry_t *)v->p)[i];
+            if (i > 0) text_put(out, ",", 1);
+            text_put(out, "\"", 1);
+            text_put(out, e->key, e->klen);
+            text_put(out, "\":", 2);
+            tree_write(&e->v, out);
+        }
+        text_put(out, "}", 1);
+    }
+}
+
+typedef struct { const char *text; size_t len, at; } parser_t;
+
+static void expect(parser_t *ps, char c) {
+    if (ps->text[ps->at] != c) abort();
+    ps->at++;
+}
+
+/* A quoted string, grown byte by byte. */
+static char *parse_string(parser_t *ps, size_t *len, size_t *cap) {
+    char *s = NULL;
+    *len = *cap = 0;
+    expect(ps, '"');
+    while (ps->text[ps->at] != '"') {
+        s = grow(s, cap, *len, 1, 8);
+        s[(*len)++] = ps->text[ps->at++];
+    }
+    ps->at++;
+    return s;
+}
+
+static value_t tree_parse(parser_t *ps) {
+    value_t v = { 0 };
+    char c = ps->text[ps->at];
+    if (c == '"') {
+        v.kind = V_STR;
+        v.p = parse_string(ps, &v.len, &v.cap);
+    } else if (c == '[') {
+        v.kind = V_LIST;
+        ps->at++;
+        while (ps->text[ps->at] != ']') {
+            if (v.len > 0) expect(ps, ',');
+            value_t item = tree_parse(ps);
+            v.p = grow(v.p, &v.cap, v.len, sizeof(value_t), 4);
+            ((value_t *)v.p)[v.len++] = item;
+        }
+        ps->at++;
+    } else if (c == '{') {
+        v.kind = V_MAP;
+        ps->at++;
+        while (ps->text[ps->at] != '}') {
+            if (v.len > 0) expect(ps, ',');
+            entry_t e;
+            e.key = parse_string(ps, &e.klen, &e.kcap);
+            expect(ps, ':');
+            e.v = tree_parse(ps);
+            v.p = grow(v.p, &v.cap, v.len, sizeof(entry_t), 4);
+            ((entry_t *)v.p)[v.len++] = e;
+        }
+        ps->at++;
+    } else {
+        v.kind = V_NUM;
+        while (ps->at < ps->len && ps->text[ps->at] >= '0' && ps->text[ps->at] <= '9')
+            v.num = v.num * 10 + (uint32_t)(ps->text[ps->at++] - '0');
+    }
+    return v;
+}
+
+static uint64_t tree_count(const value_t *v) {
+    uint64_t n = 1;
+    for (size_t i = 0; v->kind == V_LIST && i < v->len; i++) n += tree_count(&((value_t *)v->p)[i]);
+    for (size_t i = 0; v->kind == V_MAP && i < v->len; i++) n += tree_count(&((entry_t *)v->p)[i].v);
+    return n;
+}
+
+/* Freed in the order a Rust drop takes: each element before its container's array. */
+static void tree_free(value_t *v) {
+    for (size_t i = 0; v->kind == V_LIST && i < v->len; i++) tree_free(&((value_t *)v->p)[i]);
+    for (size_t i = 0; v->kind == V_MAP && i < v->len; i++) {
+        entry_t *e = &((entry_t *)v->p)[i];
+        free(e->key);
+        tree_free(&e->v);
+    }
+    free(v->p);
+}
+
+static uint64_t tree(uint64_t ops) {
+    rng_t rng = rng_new(41);
+    for (uint64_t done = 0; done < ops;) {
+        uint64_t n = ops - done < TREE_ROUND ? ops - done : TREE_ROUND, left = n;
+        value_t doc = { .kind = V_LIST };
+        while (left > 0) {
+            value_t item = tree_build(&rng, 0, &left);
+            doc.p = grow(doc.p, &doc.cap, doc.len, sizeof(value_t), 4);
+            ((value_t *)doc.p)[doc.len++] = item;
+        }
+        text_t text = { 0 };
+        tree_write(&doc, &text);
+        parser_t ps = { text.p, text.len, 0 };
+        value_t parsed = tree_parse(&ps);
+        if (ps.at != text.len || tree_count(&parsed) != n + 1) abort();
+        tree_free(&doc);
+        tree_free(&parsed);
+        free(text.p);
+        done += n;
+    }
+    return ops;
+}
+
 /* ---- the workloads by name, and the driver ---- */
 
 typedef struct {
@@ -401,6 +607,7 @@ static const workload_t WORKLOADS[] = {
     { "c-big-buffers", 64, big_buffers },
     { "c-big-zeroed", 64, big_zeroed },
     { "c-live-growth", 1000000, live_growth },
+    { "c-tree", 1000000, tree },
     { "c-realloc-xthread", 3000000, realloc_xthread },
 };
 enum { NUM_WORKLOADS = sizeof WORKLOADS / sizeof WORKLOADS[0] };

@@ -11,6 +11,7 @@ mod live_growth;
 mod phases;
 mod producer_consumer;
 mod realloc;
+mod tree;
 
 use std::time::Duration;
 
@@ -148,6 +149,7 @@ pub const WORKLOADS: &[Workload] = &[
         1_000_000,
         Run::Once(live_growth::live_growth),
     ),
+    Workload::bench("tree", 1_000_000, Run::Once(tree::tree)),
     Workload::bench(
         "realloc-xthread",
         3_000_000,
