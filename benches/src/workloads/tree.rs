@@ -139,7 +139,7 @@ fn write(v: &Value, out: &mut String) {
     }
 }
 
-/// The text written by [`write`], read back.
+/// The text written by [`write()`], read back.
 struct Parser<'a> {
     text: &'a [u8],
     at: usize,
