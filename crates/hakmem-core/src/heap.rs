@@ -373,7 +373,7 @@ impl Heap {
                 return m;
             }
         }
-        let fresh = pool::acquire(is_wide_class(c));
+        let fresh = pool::acquire(is_wide_class(c), self.is_large());
         if fresh.is_null() {
             return null_mut();
         }
@@ -382,13 +382,19 @@ impl Heap {
         unsafe { self.carve(&*fresh, c) }
     }
 
+    /// Whether this heap owns enough superslabs for those of small blocks to have huge
+    /// pages ([`crate::superslab::huge_pages_pay`]).
+    fn is_large(&self) -> bool {
+        crate::superslab::huge_pages_pay(self.owned_count.get())
+    }
+
     /// [`SuperSlab::carve_slab`], counted.
     ///
     /// # Safety
     /// We own `s`.
     unsafe fn carve(&self, s: &SuperSlab, c: Class) -> *mut SlabMeta {
         // SAFETY: by the caller.
-        let meta = unsafe { s.carve_slab(c) };
+        let meta = unsafe { s.carve_slab(c, self.is_large()) };
         if !meta.is_null() {
             self.add_slab(c, 1);
         }

@@ -125,10 +125,10 @@ static ABANDONED: [SpinLock<Stack>; 2] = [SpinLock::new(Stack::new()), SpinLock:
 /// alternated runs of `LD_PRELOAD=target/release/libhakmem.so target/bench/c-workloads
 /// c-mid-large`).
 ///
-/// A fresh mapping wanted for small blocks is advised for huge pages before its header
-/// is written (once the heap is large, [`crate::superslab::HUGE_PAGES_FROM`]), so that
-/// its first 2 MiB can be one too.
-pub fn acquire(wide: bool) -> *mut SuperSlab {
+/// A fresh mapping wanted for small blocks by a large heap (`large_heap`,
+/// [`crate::superslab::huge_pages_pay`]) is advised for huge pages before its header is
+/// written, so that its first 2 MiB can be one too.
+pub fn acquire(wide: bool, large_heap: bool) -> *mut SuperSlab {
     let mut advised = false;
     let cached = {
         let mut empty = EMPTY.lock();
@@ -148,7 +148,7 @@ pub fn acquire(wide: bool) -> *mut SuperSlab {
             return null_mut();
         }
         chunk_map::insert(p as usize);
-        if !wide && crate::superslab::huge_pages_pay() {
+        if !wide && large_heap {
             // SAFETY: the fresh chunk is ours.
             unsafe { os::advise_huge_pages(p, CHUNK_SIZE, true) };
             advised = true;

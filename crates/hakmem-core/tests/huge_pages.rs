@@ -1,7 +1,7 @@
 //! Transparent huge pages, which hakmem asks for in every profile (these tests run in the
 //! default, `fast`): over the whole mapping of a large block of 4 MiB or more, never over
-//! a smaller one, and over superslabs of single slabs once hakmem's mappings pass 32 MiB
-//! (not over superslabs of spans). The kernel shows the advice as the `hg` flag of the
+//! a smaller one, and over superslabs of single slabs once their heap owns 32 MiB of
+//! superslabs, however much the process maps (not over superslabs of spans). The kernel shows the advice as the `hg` flag of the
 //! mapping in `/proc/self/smaps`.
 //!
 //! A block under 4 MiB has no advice: the one whole 2 MiB stretch it can cover holds its
@@ -102,20 +102,18 @@ fn advised_huge(addr: usize) -> bool {
     vm_flags(addr).split_whitespace().any(|f| f == "hg")
 }
 
-/// A 40 MiB block, which takes hakmem's mappings past `HUGE_PAGES_FROM` (32 MiB), then
-/// 10 MiB of 64-byte blocks: the last ones lie in a superslab taken after that.
-fn small_blocks_past_32_mib() -> (*mut u8, Vec<*mut u8>) {
-    let big = alloc(40 * MIB, 16);
-    assert!(!big.is_null());
-    let small: Vec<*mut u8> = (0..160_000).map(|_| alloc(64, 16)).collect();
+/// 40 MiB of 64-byte blocks from this thread's heap: the last ones lie in a superslab it
+/// took once it owned 32 MiB of superslabs (`HUGE_PAGES_FROM`).
+fn a_heap_past_32_mib() -> Vec<*mut u8> {
+    let small: Vec<*mut u8> = (0..40 * MIB / 64).map(|_| alloc(64, 16)).collect();
     assert!(small.iter().all(|p| !p.is_null()));
-    (big, small)
+    small
 }
 
 #[test]
 fn superslabs_of_single_slabs_ask_for_huge_pages_once_the_heap_is_large() {
     let _alone = alone();
-    let (big, small) = small_blocks_past_32_mib();
+    let small = a_heap_past_32_mib();
     // 8 MiB of 40,000-byte blocks (spans of slabs): the last ones in a superslab of spans.
     let spans: Vec<*mut u8> = (0..200).map(|_| alloc(40_000, 16)).collect();
     assert!(spans.iter().all(|p| !p.is_null()));
@@ -134,8 +132,39 @@ fn superslabs_of_single_slabs_ask_for_huge_pages_once_the_heap_is_large() {
         for p in small.into_iter().chain(spans) {
             free(p);
         }
-        free(big);
     }
+}
+
+/// A small heap asks for no huge pages however much the process maps: counted over all of
+/// hakmem's mappings (until `e08fd38`), a program past 32 MiB gave a huge page to the
+/// first slabs of each of its threads.
+#[test]
+fn a_small_heap_asks_for_no_huge_pages_in_a_large_process() {
+    let _alone = alone();
+    let big = alloc(40 * MIB, 16);
+    assert!(!big.is_null());
+    std::thread::spawn(|| {
+        let blocks: Vec<*mut u8> = (0..1000).map(|_| alloc(64, 16)).collect();
+        assert!(blocks.iter().all(|p| !p.is_null()));
+        if advice_visible() {
+            for p in [blocks[0], blocks[999]] {
+                assert!(
+                    !advised_huge(p as usize),
+                    "a small heap's superslab is advised"
+                );
+            }
+        }
+        // SAFETY: live blocks, given up.
+        unsafe {
+            for p in blocks {
+                free(p);
+            }
+        }
+    })
+    .join()
+    .expect("the thread's checks");
+    // SAFETY: a live block, given up.
+    unsafe { free(big) };
 }
 
 /// A superslab whose free slabs were given back asks for huge pages no longer:
@@ -144,7 +173,7 @@ fn superslabs_of_single_slabs_ask_for_huge_pages_once_the_heap_is_large() {
 #[test]
 fn a_superslab_whose_free_slabs_were_given_back_asks_for_huge_pages_no_longer() {
     let _alone = alone();
-    let (big, small) = small_blocks_past_32_mib();
+    let small = a_heap_past_32_mib();
     let (&last, rest) = small.split_last().unwrap();
     if advice_visible() {
         assert!(
@@ -166,11 +195,8 @@ fn a_superslab_whose_free_slabs_were_given_back_asks_for_huge_pages_no_longer() 
             "a superslab with slabs given back is still advised"
         );
     }
-    // SAFETY: live blocks, given up.
-    unsafe {
-        free(last);
-        free(big);
-    }
+    // SAFETY: a live block, given up.
+    unsafe { free(last) };
 }
 
 /// Whether the page holding `addr` is resident (`mincore`).
