@@ -159,6 +159,10 @@ static uint64_t wide_churn(uint64_t ops) {
     return churn_threads(ops, 1, 1000, (sizes_t){ 16, 32 << 10 });
 }
 
+static uint64_t many_threads(uint64_t ops) {
+    return churn_threads(ops, 16, 256, (sizes_t){ 16, 4096 });
+}
+
 /* ---- fixed size: malloc and free one 256-byte block, over and over ---- */
 
 static uint64_t fixed_size(uint64_t ops) {
@@ -600,6 +604,7 @@ static const workload_t WORKLOADS[] = {
     { "c-larson-2t", 10000000, larson_2t },
     { "c-mid-large", 5000000, mid_large },
     { "c-wide-churn", 5000000, wide_churn },
+    { "c-many-threads", 8000000, many_threads },
     { "c-batch-fwd", 1000000, batch_fwd },
     { "c-batch-rev", 1000000, batch_rev },
     { "c-batch-rand", 1000000, batch_rand },

@@ -44,6 +44,12 @@ pub fn large(ops: u64) -> u64 {
     churn_threads(ops, 1, 16, (64 << 10, 4 << 20))
 }
 
+/// Sixteen threads at once (a pool of workers), each churning 256 slots of 16 B..4 KiB
+/// of its own: what each thread costs beside the blocks it holds.
+pub fn many_threads(ops: u64) -> u64 {
+    churn_threads(ops, 16, 256, (16, 4096))
+}
+
 /// Many short-lived threads: two at a time, each doing this many operations.
 pub fn thread_churn(ops: u64) -> u64 {
     const THREAD_OPS: u64 = 1000;
