@@ -145,16 +145,21 @@ pub struct SuperSlab {
 /// The superslabs a heap owns, in bytes, from which it asks for huge pages for those of
 /// small blocks it carves (in every profile; lean's decommit of a free slab splits the
 /// page it lies in): below it, a 2 MiB page made resident by a few small blocks would be
-/// most of the heap's memory; above it, a heap that large gains one page fault and one
-/// TLB entry per 2 MiB instead of 512.
+/// much of the heap's memory; above it, a heap that large gains one page fault and one
+/// TLB entry per 2 MiB instead of 512, and a superslab advised before it fills costs at
+/// most 4 MiB beside the 8 the heap holds.
 ///
-/// Counted per heap, not over the process: with every mapping counted (as until
-/// `e08fd38`), a program past 32 MiB in all gave huge pages to the sparse superslabs of
-/// each of its threads. 16 threads each churning 256 blocks of 16 B..33 KiB of their own
-/// (a C program, 250K replacements a thread) peaked at 62 MiB, 51 of them in huge pages
-/// (`AnonHugePages` of `/proc/self/smaps_rollup` with all threads live; tcmalloc 15 MiB,
-/// jemalloc 4.6).
-pub const HUGE_PAGES_FROM: usize = 32 << 20;
+/// Counted per heap, not over the process: with all of hakmem's mappings counted against
+/// 32 MiB (until `e08fd38`), a program past that in all gave huge pages to the sparse
+/// superslabs of each of its threads. 16 threads each churning 256 blocks of 16 B..33 KiB
+/// of their own (a C program, 250K replacements a thread) peaked at 62 MiB, 51 of them in
+/// huge pages (`AnonHugePages` of `/proc/self/smaps_rollup` with all threads live;
+/// tcmalloc 15 MiB, jemalloc 4.6); 23 MiB with this rule. Per heap, 32 MiB was too late
+/// for two threads of 50 MB each: `c-batch-xthread` took 15K page faults against 4.6K
+/// under the process rule, 3.5K with 8 MiB (`perf stat -e page-faults`, one run each;
+/// `c-batch-fwd` 8.1K, 6.6K, 2.5K; `c-live-growth` 9.6K, 8.1K, 3.6K), peak RSS within
+/// 0.5 MiB.
+pub const HUGE_PAGES_FROM: usize = 8 << 20;
 
 /// Whether a heap that owns `owned` superslabs asks for huge pages for the superslabs of
 /// small blocks it carves ([`HUGE_PAGES_FROM`]).

@@ -1,6 +1,6 @@
 //! Transparent huge pages, which hakmem asks for in every profile (these tests run in the
 //! default, `fast`): over the whole mapping of a large block of 4 MiB or more, never over
-//! a smaller one, and over superslabs of single slabs once their heap owns 32 MiB of
+//! a smaller one, and over superslabs of single slabs once their heap owns 8 MiB of
 //! superslabs, however much the process maps (not over superslabs of spans). The kernel shows the advice as the `hg` flag of the
 //! mapping in `/proc/self/smaps`.
 //!
@@ -102,10 +102,10 @@ fn advised_huge(addr: usize) -> bool {
     vm_flags(addr).split_whitespace().any(|f| f == "hg")
 }
 
-/// 40 MiB of 64-byte blocks from this thread's heap: the last ones lie in a superslab it
-/// took once it owned 32 MiB of superslabs (`HUGE_PAGES_FROM`).
-fn a_heap_past_32_mib() -> Vec<*mut u8> {
-    let small: Vec<*mut u8> = (0..40 * MIB / 64).map(|_| alloc(64, 16)).collect();
+/// 16 MiB of 64-byte blocks from this thread's heap: the last ones lie in a superslab it
+/// took once it owned 8 MiB of superslabs (`HUGE_PAGES_FROM`).
+fn a_large_heap() -> Vec<*mut u8> {
+    let small: Vec<*mut u8> = (0..16 * MIB / 64).map(|_| alloc(64, 16)).collect();
     assert!(small.iter().all(|p| !p.is_null()));
     small
 }
@@ -113,14 +113,14 @@ fn a_heap_past_32_mib() -> Vec<*mut u8> {
 #[test]
 fn superslabs_of_single_slabs_ask_for_huge_pages_once_the_heap_is_large() {
     let _alone = alone();
-    let small = a_heap_past_32_mib();
+    let small = a_large_heap();
     // 8 MiB of 40,000-byte blocks (spans of slabs): the last ones in a superslab of spans.
     let spans: Vec<*mut u8> = (0..200).map(|_| alloc(40_000, 16)).collect();
     assert!(spans.iter().all(|p| !p.is_null()));
     if advice_visible() {
         assert!(
             advised_huge(*small.last().unwrap() as usize),
-            "a superslab of single slabs past 32 MiB is not advised"
+            "a superslab of single slabs past 8 MiB is not advised"
         );
         assert!(
             !advised_huge(*spans.last().unwrap() as usize),
@@ -173,7 +173,7 @@ fn a_small_heap_asks_for_no_huge_pages_in_a_large_process() {
 #[test]
 fn a_superslab_whose_free_slabs_were_given_back_asks_for_huge_pages_no_longer() {
     let _alone = alone();
-    let small = a_heap_past_32_mib();
+    let small = a_large_heap();
     let (&last, rest) = small.split_last().unwrap();
     if advice_visible() {
         assert!(
