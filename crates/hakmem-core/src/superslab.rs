@@ -17,10 +17,11 @@
 //! rounded down to the class's span length. No search anywhere.
 //!
 //! Ownership: each superslab is owned by one thread's heap (its `owner`, an opaque
-//! [`OwnerId`] this layer only stores and compares), or by nobody while it sits in the shared [`pool`](crate::pool). Only the owner
-//! touches the `Cell` fields of the superslab and its slabs. Other threads read
-//! `class_map` (stable while they hold a block of that slab), push onto a slab's
-//! `remote` list and set its bit in `remote_pending`.
+//! [`OwnerId`] this layer only stores and compares), or by nobody while it sits in the
+//! shared [`pool`](crate::pool). Only the owner touches the `Cell` fields of the
+//! superslab and its slabs. Other threads read `class_map` (stable while they hold a
+//! block of that slab), push onto a slab's `remote` list and set its bit in
+//! `remote_pending`.
 
 use crate::chunk_map::{ChunkHeader, CHUNK_SHIFT, CHUNK_SIZE, MAP_FREE, MAP_HEADER, SLABS};
 use crate::os;
@@ -150,7 +151,7 @@ pub struct SuperSlab {
 /// most 4 MiB beside the 8 the heap holds.
 ///
 /// Counted per heap, not over the process: with all of hakmem's mappings counted against
-/// 32 MiB (until `e08fd38`), a program past that in all gave huge pages to the sparse
+/// 32 MiB (before `aed662e`), a program past that in all gave huge pages to the sparse
 /// superslabs of each of its threads. 16 threads each churning 256 blocks of 16 B..33 KiB
 /// of their own (a C program, 250K replacements a thread) peaked at 62 MiB, 51 of them in
 /// huge pages (`AnonHugePages` of `/proc/self/smaps_rollup` with all threads live;

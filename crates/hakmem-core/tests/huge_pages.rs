@@ -1,8 +1,8 @@
 //! Transparent huge pages, which hakmem asks for in every profile (these tests run in the
 //! default, `fast`): over the whole mapping of a large block of 4 MiB or more, never over
 //! a smaller one, and over superslabs of single slabs once their heap owns 8 MiB of
-//! superslabs, however much the process maps (not over superslabs of spans). The kernel shows the advice as the `hg` flag of the
-//! mapping in `/proc/self/smaps`.
+//! superslabs, however much the process maps (not over superslabs of spans). The kernel
+//! shows the advice as the `hg` flag of the mapping in `/proc/self/smaps`.
 //!
 //! A block under 4 MiB has no advice: the one whole 2 MiB stretch it can cover holds its
 //! header, so only `khugepaged` would ever make it a huge page, 2 MiB resident for a block
@@ -136,7 +136,7 @@ fn superslabs_of_single_slabs_ask_for_huge_pages_once_the_heap_is_large() {
 }
 
 /// A small heap asks for no huge pages however much the process maps: counted over all of
-/// hakmem's mappings (until `e08fd38`), a program past 32 MiB gave a huge page to the
+/// hakmem's mappings (before `aed662e`), a program past 32 MiB gave a huge page to the
 /// first slabs of each of its threads.
 #[test]
 fn a_small_heap_asks_for_no_huge_pages_in_a_large_process() {
