@@ -1,35 +1,62 @@
-//! Where the bytes go: churn a working set of mid-size blocks on two threads (the shape of
-//! the `mid-large` benchmark row: 64 slots each, 8..32 KiB, random replacement), then,
-//! while both threads still hold their blocks, print [`hakmem::class_usage`] for every
-//! class with slabs: what the program holds, what the thread caches keep, what is free
-//! in the slabs, what was never carved.
+//! Where the bytes go: churn a working set on several threads (by default the shape of the
+//! `mid-large` benchmark row: 2 threads, 64 slots each, 8..32 KiB, random replacement),
+//! then, while every thread still holds its blocks, print [`hakmem::class_usage`] for
+//! every class with slabs: what the program holds, what the thread caches keep, what is
+//! free in the slabs, what was never carved.
 //!
 //! ```text
-//! cargo run --release -p hakmem --example class_usage [OPS]
+//! cargo run --release -p hakmem --example class_usage [OPS [THREADS SLOTS MIN MAX]]
 //! ```
+//!
+//! (`8000000 16 256 16 4096` is the shape of the `many-threads` row.)
 
 #[global_allocator]
 static GLOBAL: hakmem::HakMem = hakmem::HakMem;
 
 use std::sync::{Arc, Barrier};
 
-const THREADS: usize = 2;
-const SLOTS: usize = 64;
-const SIZES: (usize, usize) = (8 << 10, 32 << 10);
+/// The working set: threads, slots a thread, smallest and largest block.
+#[derive(Clone, Copy)]
+struct Shape {
+    threads: usize,
+    slots: usize,
+    sizes: (usize, usize),
+}
+
+const MID_LARGE: Shape = Shape {
+    threads: 2,
+    slots: 64,
+    sizes: (8 << 10, 32 << 10),
+};
 
 fn main() {
-    let ops: u64 = std::env::args()
-        .nth(1)
-        .map_or(2_000_000, |a| a.parse().expect("OPS is a number"));
+    let args: Vec<usize> = std::env::args()
+        .skip(1)
+        .map(|a| a.parse().expect("the arguments are numbers"))
+        .collect();
+    let (ops, shape) = match args[..] {
+        [] => (2_000_000, MID_LARGE),
+        [ops] => (ops as u64, MID_LARGE),
+        [ops, threads, slots, min, max] if threads > 0 && slots > 0 && min <= max => (
+            ops as u64,
+            Shape {
+                threads,
+                slots,
+                sizes: (min, max),
+            },
+        ),
+        _ => panic!("usage: class_usage [OPS [THREADS SLOTS MIN MAX]]"),
+    };
+    let threads = shape.threads;
     // Both barriers are crossed by the workers and this thread: the first when the churn
     // is over, the second when the report is written.
-    let churned = Arc::new(Barrier::new(THREADS + 1));
-    let reported = Arc::new(Barrier::new(THREADS + 1));
-    let workers: Vec<_> = (0..THREADS)
+    let churned = Arc::new(Barrier::new(threads + 1));
+    let reported = Arc::new(Barrier::new(threads + 1));
+    let workers: Vec<_> = (0..threads)
         .map(|t| {
             let (churned, reported) = (churned.clone(), reported.clone());
             std::thread::spawn(move || {
-                let set = churn(t as u64 + 1, ops / THREADS as u64);
+                let set = churn(t as u64 + 1, ops / threads as u64, shape);
                 // Another thread reads a thread's cache as of its last slow path; asking
                 // here makes this thread's count exact for the report.
                 let _ = hakmem::class_usage();
@@ -48,7 +75,7 @@ fn main() {
 }
 
 /// `ops` times: replace a random slot with a new block of random size, written.
-fn churn(seed: u64, ops: u64) -> Vec<Option<Vec<u8>>> {
+fn churn(seed: u64, ops: u64, shape: Shape) -> Vec<Option<Vec<u8>>> {
     let mut rng = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
     let mut next = move || {
         rng ^= rng << 13;
@@ -56,11 +83,12 @@ fn churn(seed: u64, ops: u64) -> Vec<Option<Vec<u8>>> {
         rng ^= rng << 17;
         rng as usize
     };
-    let mut set: Vec<Option<Vec<u8>>> = (0..SLOTS).map(|_| None).collect();
+    let (slots, (min, max)) = (shape.slots, shape.sizes);
+    let mut set: Vec<Option<Vec<u8>>> = (0..slots).map(|_| None).collect();
     for _ in 0..ops {
-        let slot = next() % SLOTS;
+        let slot = next() % slots;
         set[slot] = None;
-        let size = SIZES.0 + next() % (SIZES.1 - SIZES.0 + 1);
+        let size = min + next() % (max - min + 1);
         set[slot] = Some(vec![1u8; size]);
     }
     set
