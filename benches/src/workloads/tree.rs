@@ -158,32 +158,12 @@ impl Parser<'_> {
     fn value(&mut self) -> Value {
         match self.peek() {
             b'"' => Value::Str(self.string()),
-            b'[' => {
-                self.at += 1;
-                let mut items = Vec::new();
-                while self.peek() != b']' {
-                    if !items.is_empty() {
-                        self.expect(b',');
-                    }
-                    items.push(self.value());
-                }
-                self.at += 1;
-                Value::List(items)
-            }
-            b'{' => {
-                self.at += 1;
-                let mut entries = Vec::new();
-                while self.peek() != b'}' {
-                    if !entries.is_empty() {
-                        self.expect(b',');
-                    }
-                    let key = self.string();
-                    self.expect(b':');
-                    entries.push((key, self.value()));
-                }
-                self.at += 1;
-                Value::Map(entries)
-            }
+            b'[' => Value::List(self.sequence(b']', Parser::value)),
+            b'{' => Value::Map(self.sequence(b'}', |p| {
+                let key = p.string();
+                p.expect(b':');
+                (key, p.value())
+            })),
             _ => {
                 let mut n = 0u32;
                 while self.at < self.text.len() && self.peek().is_ascii_digit() {
@@ -195,6 +175,21 @@ impl Parser<'_> {
                 Value::Num(n)
             }
         }
+    }
+
+    /// The comma-separated items after an opening bracket, up to `close`, pushed one by
+    /// one into a growing `Vec`.
+    fn sequence<T>(&mut self, close: u8, mut item: impl FnMut(&mut Self) -> T) -> Vec<T> {
+        self.at += 1;
+        let mut items = Vec::new();
+        while self.peek() != close {
+            if !items.is_empty() {
+                self.expect(b',');
+            }
+            items.push(item(self));
+        }
+        self.at += 1;
+        items
     }
 
     /// A quoted string, grown byte by byte.
