@@ -150,10 +150,11 @@ fn write_class(m: &mut impl Write, u: &hakmem_core::ClassUsage) -> core::fmt::Re
     let kib = |b: usize| b.div_ceil(1024);
     writeln!(
         m,
-        "hakmem:   {:>7} B blocks: {} KiB live, {} in thread caches, {} on remote lists, {} free, {} uncarved, of {} KiB in slabs",
+        "hakmem:   {:>7} B blocks: {} KiB live, {} in thread caches, {} in the depot, {} on remote lists, {} free, {} uncarved, of {} KiB in slabs",
         u.block_size,
         kib(u.live),
         kib(u.thread_caches),
+        kib(u.depot),
         kib(u.remote),
         kib(u.free_in_slabs),
         kib(u.uncarved),
@@ -244,6 +245,7 @@ mod tests {
             slabs: 64 * 1024,
             live: 40 * 1024,
             thread_caches: 8 * 1024,
+            depot: 2 * 1024,
             remote: 1024,
             free_in_slabs: 5 * 1024,
             uncarved: 10 * 1024,
@@ -253,7 +255,7 @@ mod tests {
         let text = core::str::from_utf8(m.as_bytes()).unwrap();
         assert_eq!(
             text,
-            "hakmem:       112 B blocks: 40 KiB live, 8 in thread caches, 1 on remote lists, 5 free, 10 uncarved, of 64 KiB in slabs\n"
+            "hakmem:       112 B blocks: 40 KiB live, 8 in thread caches, 2 in the depot, 1 on remote lists, 5 free, 10 uncarved, of 64 KiB in slabs\n"
         );
     }
 }

@@ -75,18 +75,21 @@ pub struct Policy {
 const FAST: Policy = Policy {
     decommit: None,
     cache_bytes: 64 * 1024,
-    // Room for 64 blocks of the classes over 1 KiB (within 2 MiB a class): a program
+    // Room for 32 blocks of the classes over 1 KiB (within 2 MiB a class). A program
     // that keeps many blocks of 1..64 KiB and replaces them at random frees and
-    // allocates each class unevenly; a bin that runs dry is refilled with blocks from its
-    // slabs, last touched long before (the program's first access to each is a cache
-    // miss), and a bin that overflows sends blocks back to them, so that over time every
-    // block of every slab is handed out and touched. With 32 blocks and 1 MiB (`cargo
-    // xtask bench --allocator hakmem,baseline --baseline 66761c4 --runs 5`): 1.25x this
-    // time on wide-churn, 1.32x on c-wide-churn, peak RSS 22.8 MiB against 16.6 and
-    // 16.3, large 70.1 against 64.9; the other rows the same within noise. (With 8 and
-    // 256 KiB, at 42e4433: 1.32x of 32 / 1 MiB on the wide-churn rows, mid-large
-    // 1.57x.)
-    cache_min: 64,
+    // allocates each class unevenly. Before the depot, a bin that ran dry was refilled
+    // with blocks from its slabs, last touched long before (the program's first access
+    // to each a cache miss), and a bin that overflowed sent blocks back to them, so that
+    // over time every block of every slab was handed out and touched: with 32 blocks and
+    // 1 MiB, 1.25x the time of 64 blocks on wide-churn, 1.32x on c-wide-churn (`cargo
+    // xtask bench --allocator hakmem,baseline --baseline 66761c4 --runs 5`). Now what a
+    // bin gives up waits in the depot and comes back at its next refill, still warm,
+    // and a thread's surplus serves the others: with 16 threads of 256 blocks of
+    // 16 B..4 KiB (c-many-threads), 64 / 32 / 16 blocks peaked at 21.7 / 17.4 / 16.6 MiB
+    // in 0.0394 / 0.0390 / 0.0425 s, c-wide-churn 0.0421 / 0.0437 / 0.0458 s (14.5 MiB
+    // each; 17.6 without the depot), c-mid-large 0.0203 / 0.0201 / 0.0218 s (7
+    // alternated runs, warmed).
+    cache_min: 32,
     cache_max: 512,
     medium_cache_bytes: 2048 * 1024,
     cache_floor: 8,
@@ -116,15 +119,16 @@ const POLICIES: [Policy; 3] = [
     Policy {
         decommit: Some(Decommit::Now),
         cache_bytes: 32 * 1024,
-        // Room for 64 blocks of the classes over 512 B (fast: over 1 KiB), within 2 MiB a
+        // Room for 32 blocks of the classes over 512 B (fast: over 1 KiB), within 2 MiB a
         // class as in fast. Smaller bins of big blocks cost lean time and memory alike: a
         // bin that runs dry or overflows sends the program through more slabs, which it
-        // then touches. Within 1 MiB, lean took 1.29x fast's time on c-wide-churn and
-        // peaked at 22.6 MiB against 18.0; within 2 MiB, 1.06x and 18.0 MiB (7 alternated
-        // runs, warmed; wide-churn 23.2 -> 18.6 MiB, large 70.2 -> 65.6, the other rows
-        // within 0.1 MiB). With 32 blocks and 512 KiB, 1.35x on wide-churn and 1.11x on
-        // mid-large; with 8 blocks and 128 KiB, 1.8x on mid-large.
-        cache_min: 64,
+        // then touches. Within 1 MiB (64 blocks, before the depot), lean took 1.29x
+        // fast's time on c-wide-churn and peaked at 22.6 MiB against 18.0; within 2 MiB,
+        // 1.06x and 18.0 MiB (7 alternated runs, warmed). With 32 blocks and 512 KiB,
+        // 1.35x on wide-churn and 1.11x on mid-large; with 8 blocks and 128 KiB, 1.8x on
+        // mid-large. With the depot, 32 blocks rather than 64: c-many-threads 17.3 MiB
+        // against 21.9, c-wide-churn 14.5 against 17.6, the same time (7 alternated runs).
+        cache_min: 32,
         cache_max: 256,
         medium_cache_bytes: 2048 * 1024,
         cache_floor: 8,

@@ -11,6 +11,7 @@
 //! next thread, and the list of all heaps lets statistics add up their counters.
 
 use crate::chunk_map::{MAP_FREE, SLABS};
+use crate::depot;
 use crate::os;
 use crate::pool;
 use crate::remote::Block;
@@ -192,6 +193,9 @@ impl Heap {
     /// (see [`SlabMeta::take`], [`Heap::carve_size`]) once no remote list nearby holds a
     /// block.
     pub fn refill(&self, c: Class, want: usize) -> (*mut Block, usize) {
+        if let Some(got) = self.take_from_depot(c) {
+            return got;
+        }
         let mut pending_tried = false;
         loop {
             let meta = self.partial[c].get();
@@ -249,6 +253,62 @@ impl Heap {
         let carved = self.counts[c].carved.load(Ordering::Relaxed).max(0) as usize;
         let size = block_size(c);
         want.min((carved / 16).max(FIRST_CARVE_BYTES) / size).max(1)
+    }
+
+    /// A batch of class `c` from the depot, now this heap's to hand out, if it holds one.
+    fn take_from_depot(&self, c: Class) -> Option<(*mut Block, usize)> {
+        if !depot::served(c) {
+            return None;
+        }
+        let b = depot::take(c);
+        if b.len == 0 {
+            return None;
+        }
+        self.add_taken(c, b.len as isize);
+        Some((b.first, b.len as usize))
+    }
+
+    /// [`Heap::flush`], but to the depot when it takes the blocks as one batch (classes it
+    /// serves): the blocks are cut off the chain, not walked back to their slabs.
+    ///
+    /// # Safety
+    /// As for [`Heap::flush`].
+    pub unsafe fn give_back(&self, c: Class, first: *mut Block, n: usize) -> *mut Block {
+        if depot::served(c) && n > 0 {
+            let mut last = first;
+            for _ in 1..n {
+                // SAFETY: the chain has at least `n` blocks.
+                last = unsafe { (*last).next };
+            }
+            // SAFETY: `last` is the chain's `n`-th block.
+            let rest = unsafe { (*last).next };
+            // SAFETY: as above; the first `n` blocks become a chain of their own.
+            unsafe { (*last).next = null_mut() };
+            let batch = depot::Batch {
+                first,
+                len: n as u32,
+            };
+            // SAFETY: a chain of `n` free blocks of class `c`, which the caller gives up.
+            if unsafe { depot::put(c, batch) } {
+                self.add_taken(c, -(n as isize));
+                return rest;
+            }
+            // SAFETY: as above; the chain is whole again.
+            unsafe { (*last).next = rest };
+        }
+        // SAFETY: by the caller.
+        unsafe { self.flush(c, first, n) }
+    }
+
+    /// Give the depot's blocks back to their slabs (ours to our free lists, others' to
+    /// their remote lists).
+    pub fn empty_depot(&self) {
+        for c in Class::all() {
+            while let Some((first, n)) = self.take_from_depot(c) {
+                // SAFETY: the batch is ours: a chain of `n` free blocks of class `c`.
+                unsafe { self.flush(c, first, n) };
+            }
+        }
     }
 
     /// Give back the first `n` blocks of the chain of class `c` starting at `first`:
@@ -587,6 +647,7 @@ impl Heap {
             return;
         }
         self.last_decommit_ms.set(now);
+        self.empty_depot();
         let mut ss = self.owned.get();
         while !ss.is_null() {
             // SAFETY: owned superslabs are live and ours.

@@ -47,6 +47,7 @@ mod block;
 mod checks;
 mod chunk_map;
 mod config;
+mod depot;
 mod heap;
 mod large;
 mod misuse;

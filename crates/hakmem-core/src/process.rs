@@ -175,6 +175,7 @@ extern "C" fn returner(_: *mut c_void) -> *mut c_void {
 }
 
 extern "C" fn fork_prepare() {
+    crate::depot::lock_for_fork();
     crate::heap::lock_for_fork();
     pool::lock_all();
     large::lock_for_fork();
@@ -186,6 +187,7 @@ extern "C" fn fork_parent() {
         large::unlock_after_fork();
         pool::unlock_all();
         crate::heap::unlock_after_fork();
+        crate::depot::unlock_after_fork();
     }
 }
 
@@ -197,5 +199,6 @@ extern "C" fn fork_child() {
         large::unlock_after_fork();
         pool::unlock_all();
         crate::heap::unlock_after_fork();
+        crate::depot::unlock_after_fork();
     }
 }

@@ -73,6 +73,8 @@ pub struct ClassUsage {
     pub live: usize,
     /// Free blocks in threads' caches.
     pub thread_caches: usize,
+    /// Free blocks in the depot, the batches that thread caches pass on to each other.
+    pub depot: usize,
     /// Blocks freed by a thread other than their slab's owner, waiting on the slab's
     /// remote list for the owner to collect them.
     pub remote: usize,
@@ -105,19 +107,22 @@ impl Sums {
 
     /// The states, each clamped into what the others leave (the sums of a moment's
     /// reading of moving counters need not be consistent).
-    fn usage(&self, c: Class) -> ClassUsage {
+    fn usage(&self, c: Class, depot: usize) -> ClassUsage {
         let at_least_0 = |v: isize| v.max(0) as usize;
         let (taken, remote) = (at_least_0(self.taken), at_least_0(self.remote));
         let (slabs, carved) = (at_least_0(self.slabs), at_least_0(self.carved));
         let thread_caches = at_least_0(self.cached).min(taken);
+        // Blocks out of their slabs: handed out or cached, on remote lists, in the depot.
+        let out = taken + remote + depot;
         ClassUsage {
             block_size: block_size(c),
             slabs,
             live: taken - thread_caches,
             thread_caches,
+            depot,
             remote,
-            free_in_slabs: carved.saturating_sub(taken + remote),
-            uncarved: slabs.saturating_sub(carved.max(taken + remote)),
+            free_in_slabs: carved.saturating_sub(out),
+            uncarved: slabs.saturating_sub(carved.max(out)),
         }
     }
 }
@@ -132,5 +137,8 @@ pub fn usage() -> [ClassUsage; NUM_CLASSES] {
             sums[c.index()].add(k);
         }
     });
-    core::array::from_fn(|i| sums[i].usage(Class::new(i)))
+    core::array::from_fn(|i| {
+        let c = Class::new(i);
+        sums[i].usage(c, crate::depot::bytes(c))
+    })
 }

@@ -3,10 +3,11 @@
 //!
 //! - alloc: pop the head of the class's bin; if empty, refill a batch from the heap.
 //! - free: push on the bin; if the count passes the capacity, flush the newest blocks
-//!   back to the heap: half the capacity, or 64 blocks when that is less.
+//!   back to the heap: half the capacity, or 64 blocks when that is less (classes over
+//!   1 KiB hand them to the depot as one batch when it has room, [`crate::depot`]).
 //!
 //! Blocks freed by a thread that does not own their slab simply join this thread's
-//! cache; only when flushed do they travel back to their slab's remote list.
+//! cache; only when flushed to their slab do they travel back to its remote list.
 
 use crate::config;
 use crate::heap::Heap;
@@ -295,7 +296,7 @@ unsafe fn note_slow_path(tc: *mut ThreadCache, h: *mut Heap, c: Class) {
         bin.set_limit((bin.limit / 2).max(min));
         if bin.room < 0 {
             // SAFETY: the bin's blocks are ours; `h` is our heap.
-            unsafe { flush_newest(bin, h, k, bin.limit) };
+            unsafe { flush_newest(bin, h, k, bin.limit, Heap::flush) };
         }
     }
     // SAFETY: `h` is our heap.
@@ -396,8 +397,9 @@ unsafe fn free_slow<H: ThreadHooks>(bin: *mut Bin) {
     if bin.room >= 0 {
         return; // the thread was just set up and the limit rose
     }
+    let keep = bin.limit - flush_quantum(bin.limit);
     // SAFETY: `h` is our heap, the bin is ours.
-    unsafe { flush_newest(bin, h, c, bin.limit - flush_quantum(bin.limit)) };
+    unsafe { flush_newest(bin, h, c, keep, Heap::give_back) };
 }
 
 /// How many blocks an overflowing bin of capacity `limit` gives back: half, or at most
@@ -417,17 +419,21 @@ fn flush_quantum(limit: u32) -> u32 {
 /// The most blocks one overflow flushes; see [`flush_quantum`].
 const FLUSH_MAX: u32 = 64;
 
-/// Flush the newest blocks of `bin` (class `c`) until `keep` remain. The newest are the
-/// ones just freed, still in the CPU's cache, and cutting them off the head needs no
-/// walk beyond the blocks given back; the older blocks stay for the next allocations.
+/// How a flush gives blocks back: [`Heap::flush`] (to their slabs) or
+/// [`Heap::give_back`] (to the depot when it takes them).
+type GiveBack = unsafe fn(&Heap, Class, *mut Block, usize) -> *mut Block;
+
+/// Flush the newest blocks of `bin` (class `c`) with `how` until `keep` remain. The newest
+/// are the ones just freed, still in the CPU's cache, and cutting them off the head needs
+/// no walk beyond the blocks given back; the older blocks stay for the next allocations.
 ///
 /// # Safety
 /// The bin is the calling thread's, its list well formed, and `h` the thread's heap.
-unsafe fn flush_newest(bin: &mut Bin, h: *mut Heap, c: Class, keep: u32) {
+unsafe fn flush_newest(bin: &mut Bin, h: *mut Heap, c: Class, keep: u32, how: GiveBack) {
     let n = bin.count().saturating_sub(keep);
     // SAFETY: the bin holds `count() >= n` blocks, ours to give back; `h` by the caller.
     unsafe {
-        bin.head = (*h).flush(c, bin.head, n as usize);
+        bin.head = how(&*h, c, bin.head, n as usize);
         bin.set_count(bin.count() - n);
         (*h).note_cached(c, bin.count());
     }
@@ -465,7 +471,7 @@ pub unsafe fn teardown() {
         // SAFETY: the thread's own cache.
         let bin = unsafe { bin_of(tc, c) };
         // SAFETY: the bin's blocks are ours to give back.
-        unsafe { flush_newest(bin, h, c, 0) };
+        unsafe { flush_newest(bin, h, c, 0, Heap::flush) };
         bin.set_limit(0);
     }
     // SAFETY: the thread's own cache; the heap is given up last.
@@ -493,10 +499,13 @@ fn flush_all<H: ThreadHooks>() {
         return;
     }
     // SAFETY: our heap.
-    unsafe { (*h).adopt_all() };
+    unsafe {
+        (*h).adopt_all();
+        (*h).empty_depot();
+    }
     for c in Class::all() {
         // SAFETY: the thread's own cache and heap.
-        unsafe { flush_newest(bin_of(tc, c), h, c, 0) };
+        unsafe { flush_newest(bin_of(tc, c), h, c, 0, Heap::flush) };
     }
     // SAFETY: our heap.
     unsafe { (*h).decommit_all() };

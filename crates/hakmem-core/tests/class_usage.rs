@@ -18,7 +18,7 @@ fn usage_of_class() -> ClassUsage {
 /// The fields after `slabs` add up to it (nothing runs meanwhile).
 fn assert_adds_up(u: &ClassUsage) {
     assert_eq!(
-        u.live + u.thread_caches + u.remote + u.free_in_slabs + u.uncarved,
+        u.live + u.thread_caches + u.depot + u.remote + u.free_in_slabs + u.uncarved,
         u.slabs,
         "{u:?}"
     );

@@ -23,8 +23,9 @@ const CORE: &[&[&str]] = &[
     &["retain"],
     // Where blocks live: remote free lists, superslabs and their slabs, large mappings.
     &["remote", "superslab", "large"],
-    // Superslabs nobody owns.
-    &["pool"],
+    // What no thread holds: superslabs nobody owns, batches of free blocks between
+    // thread caches.
+    &["pool", "depot"],
     // A thread's superslabs and slabs.
     &["heap"],
     // The thread's TLS slot, and the thread cache laid over it (the fast path).

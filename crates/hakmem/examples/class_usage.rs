@@ -96,14 +96,15 @@ fn churn(seed: u64, ops: u64, shape: Shape) -> Vec<Option<Vec<u8>>> {
 
 fn report() {
     println!(
-        "{:>8} {:>9} {:>9} {:>9} {:>9} {:>9}   (KiB)",
-        "block", "live", "caches", "free", "uncarved", "slabs"
+        "{:>8} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}   (KiB)",
+        "block", "live", "caches", "depot", "free", "uncarved", "slabs"
     );
     let mut sum = hakmem::ClassUsage::default();
     for u in hakmem::class_usage().iter().filter(|u| u.slabs > 0) {
         row(&u.block_size.to_string(), u);
         sum.live += u.live;
         sum.thread_caches += u.thread_caches;
+        sum.depot += u.depot;
         sum.free_in_slabs += u.free_in_slabs;
         sum.uncarved += u.uncarved;
         sum.slabs += u.slabs;
@@ -120,9 +121,10 @@ fn report() {
 /// One line of the table, in KiB.
 fn row(label: &str, u: &hakmem::ClassUsage) {
     println!(
-        "{label:>8} {:>9} {:>9} {:>9} {:>9} {:>9}",
+        "{label:>8} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}",
         u.live >> 10,
         u.thread_caches >> 10,
+        u.depot >> 10,
         u.free_in_slabs >> 10,
         u.uncarved >> 10,
         u.slabs >> 10

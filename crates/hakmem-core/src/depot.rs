@@ -1,0 +1,123 @@
+//! The depot: per size class, a small shared stack of batches of free blocks, between the
+//! thread caches and the slabs (tcmalloc's transfer cache is the model).
+//!
+//! A thread whose bin of a [`served`] class overflows hands the blocks it flushes to the
+//! depot as one batch, without walking them back to their slabs; a thread whose bin runs
+//! dry takes a batch from it before it carves fresh blocks. So the blocks one thread
+//! freed serve another thread's next allocations instead of waiting in slabs that only
+//! their owner allocates from: a program of many threads holds about the blocks it uses
+//! plus one shared margin per class, not a margin per thread. A block keeps its slab's
+//! owner while it is in the depot; whoever allocates it and frees it later gives it back
+//! as any block of another thread's slab.
+//!
+//! The depot holds at most [`DEPTH`] batches and [`MAX_BYTES`] a class; what does not fit
+//! goes back to its slabs as before. [`crate::heap::Heap::maintain`] (balanced and lean,
+//! once per retention period) and `trim` empty it into the slabs, so that its blocks do
+//! not keep slabs from being given back.
+
+use crate::remote::Block;
+use crate::size_class::{block_size, Class, PerClass};
+use crate::sync::SpinLock;
+use core::ptr::null_mut;
+
+/// Batches a class holds at most.
+const DEPTH: usize = 16;
+/// Bytes a class holds at most.
+const MAX_BYTES: usize = 2 << 20;
+
+/// A null-terminated chain of `len` free blocks of one class.
+#[derive(Clone, Copy)]
+pub struct Batch {
+    pub first: *mut Block,
+    pub len: u32,
+}
+
+impl Batch {
+    pub const EMPTY: Batch = Batch {
+        first: null_mut(),
+        len: 0,
+    };
+}
+
+/// One class's batches.
+///
+/// Invariant: `batches[..len]` are chains of free blocks of the class, handed to nobody
+/// else, that no thread cache or slab list holds; `bytes` is their total size.
+struct Stack {
+    batches: [Batch; DEPTH],
+    len: usize,
+    bytes: usize,
+}
+
+// SAFETY: the blocks on a stack belong to whoever holds its lock.
+unsafe impl Send for Stack {}
+
+static STACKS: PerClass<SpinLock<Stack>> = PerClass(
+    [const {
+        SpinLock::new(Stack {
+            batches: [Batch::EMPTY; DEPTH],
+            len: 0,
+            bytes: 0,
+        })
+    }; crate::size_class::NUM_CLASSES],
+);
+
+/// Whether class `c` goes through the depot: blocks over 1 KiB, of which a thread cache
+/// holds few (`config::Policy::cache_min`), so that a thread's bin runs dry and
+/// overflows often and what it keeps beyond its use costs the most.
+#[inline]
+pub fn served(c: Class) -> bool {
+    block_size(c) > 1024
+}
+
+/// Keep `batch` (of class `c`); false, and the batch still the caller's, when the
+/// class's stack is full.
+///
+/// # Safety
+/// `batch` is a well-formed chain of free blocks of class `c`, which the caller gives up
+/// (on success).
+pub unsafe fn put(c: Class, batch: Batch) -> bool {
+    let bytes = batch.len as usize * block_size(c);
+    let mut s = STACKS[c].lock();
+    if s.len == DEPTH || s.bytes + bytes > MAX_BYTES {
+        return false;
+    }
+    let i = s.len;
+    s.batches[i] = batch;
+    s.len += 1;
+    s.bytes += bytes;
+    true
+}
+
+/// The latest batch of class `c`, now the caller's; [`Batch::EMPTY`] when there is none.
+pub fn take(c: Class) -> Batch {
+    let mut s = STACKS[c].lock();
+    if s.len == 0 {
+        return Batch::EMPTY;
+    }
+    s.len -= 1;
+    let b = s.batches[s.len];
+    s.bytes -= b.len as usize * block_size(c);
+    b
+}
+
+/// Bytes the depot holds in class `c` (for statistics).
+pub fn bytes(c: Class) -> usize {
+    STACKS[c].lock().bytes
+}
+
+/// Lock every class's stack across `fork` (no other lock is taken while one is held).
+pub(crate) fn lock_for_fork() {
+    for (_, s) in STACKS.iter() {
+        s.lock_forever();
+    }
+}
+
+/// # Safety
+/// After [`lock_for_fork`].
+pub(crate) unsafe fn unlock_after_fork() {
+    for (_, s) in STACKS.iter() {
+        // SAFETY: by the caller.
+        unsafe { s.force_unlock() };
+    }
+}
