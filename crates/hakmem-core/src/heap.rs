@@ -244,7 +244,7 @@ impl Heap {
     /// and of no use to any other thread. Carving what the cache asks (half its capacity:
     /// 32 blocks of 4 KiB) left every thread of `c-many-threads` (16 threads, 256 blocks
     /// of 16 B..4 KiB each) about a megabyte of such blocks: 28.1 MiB peak RSS against
-    /// 21.8 this way (9 alternated runs). A thread that allocates a batch carves again and
+    /// 21.8 this way (9 alternated runs, before the depot). A thread that allocates a batch carves again and
     /// again, so what it carves grows geometrically to what the cache asks; the steps
     /// cost a few more refills (callgrind, `bench-hakmem batch-fwd 300000`: 44.02M
     /// instructions against 43.28M, `live-growth 200000` 36.49M against 36.09M). A flat
