@@ -5,8 +5,8 @@
 //! - `Balanced`: fast's thread caches; freed memory kept for 1 s, given back by a
 //!   background thread too, so an idle program returns it; free slabs of live superslabs
 //!   decommitted with `MADV_FREE` once they stayed free.
-//! - `Lean`: half of fast's thread caches; kept for 250 ms, background return; free slabs
-//!   decommitted with `MADV_DONTNEED`, so their pages leave RSS at once.
+//! - `Lean`: fast's thread caches; freed memory kept for 250 ms, background return; free
+//!   slabs decommitted with `MADV_DONTNEED`, so their pages leave RSS at once.
 
 use crate::os::Decommit;
 use crate::sync::{AtomicU8, Ordering};
@@ -116,22 +116,17 @@ const POLICIES: [Policy; 3] = [
         large_cache_entries: 32,
         ..FAST
     },
+    // Fast's thread caches too. With half of them (32 KiB a class, at most 256 blocks), a
+    // thread that only frees overflows its bins twice as often: lean took 1.51x and
+    // 1.65x fast's time on producer-consumer (two sets of 15 alternated runs at
+    // 292273c; 8.5 % more instructions, callgrind, most in `free_slow`), and 0.96x with
+    // these, for 0.2 MiB more peak RSS on larson-2t and the same on random-mixed, tree
+    // and thread-churn (5 alternated runs). What keeps lean lean is what it gives back:
+    // free slabs decommitted with `MADV_DONTNEED`, at most 250 ms of retention, the
+    // background return. (Before the depot lean's bins of big blocks were smaller than
+    // fast's too; docs/MEMORY.md has what that cost.)
     Policy {
         decommit: Some(Decommit::Now),
-        cache_bytes: 32 * 1024,
-        // Room for 32 blocks of the classes over 512 B (fast: over 1 KiB), within 2 MiB a
-        // class as in fast. Smaller bins of big blocks cost lean time and memory alike: a
-        // bin that runs dry or overflows sends the program through more slabs, which it
-        // then touches. Within 1 MiB (64 blocks, before the depot), lean took 1.29x
-        // fast's time on c-wide-churn and peaked at 22.6 MiB against 18.0; within 2 MiB,
-        // 1.06x and 18.0 MiB (7 alternated runs, warmed). With 32 blocks and 512 KiB,
-        // 1.35x on wide-churn and 1.11x on mid-large; with 8 blocks and 128 KiB, 1.8x on
-        // mid-large. With the depot, 32 blocks rather than 64: c-many-threads 17.3 MiB
-        // against 21.9, c-wide-churn 14.5 against 17.6, the same time (7 alternated runs).
-        cache_min: 32,
-        cache_max: 256,
-        medium_cache_bytes: 2048 * 1024,
-        cache_floor: 8,
         retain_floor: 4 << 20,
         retain_ms: 250,
         background_return: true,
@@ -141,6 +136,7 @@ const POLICIES: [Policy; 3] = [
         // 0.94x and 1.02x, 2.7 and 2.8 MiB lower (7 and 9 alternated runs, warmed); large,
         // c-big-buffers and c-big-zeroed the same.
         large_cache_entries: 32,
+        ..FAST
     },
 ];
 
@@ -201,7 +197,7 @@ mod tests {
         let l = POLICIES[2];
         assert!(l.retain_floor < f.retain_floor && l.retain_ms < f.retain_ms);
         assert!(l.background_return && !f.background_return);
-        assert!(cache_capacity(&l, 64) < cache_capacity(&f, 64));
+        assert!(l.decommit.is_some() && f.decommit.is_none());
     }
 
     #[test]

@@ -23,7 +23,7 @@
 //! - `Balanced`: fast's thread caches; what is kept (at least 16 MiB) stays 1 s and a
 //!   background thread gives it back while the program idles; free slabs of live
 //!   superslabs give their pages back with `MADV_FREE`.
-//! - `Lean`: half of fast's thread caches; what is kept (at least 4 MiB) stays 250 ms,
+//! - `Lean`: fast's thread caches; what is kept (at least 4 MiB) stays 250 ms,
 //!   with the background return; free slabs give their pages back with `MADV_DONTNEED`
 //!   at once.
 //!
