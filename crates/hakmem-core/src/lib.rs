@@ -278,8 +278,9 @@ pub fn stats() -> Stats {
     stats::snapshot()
 }
 
-/// Where the bytes of each size class's slabs are (live, in thread caches, on remote
-/// lists, free in the slabs, not carved yet); index `i` is class `i`. Never allocates.
+/// Where the bytes of each size class's slabs are (live, in thread caches, in the depot,
+/// on remote lists, free in the slabs, not carved yet); index `i` is class `i`. Never
+/// allocates.
 pub fn class_usage() -> [ClassUsage; NUM_CLASSES] {
     stats::usage()
 }

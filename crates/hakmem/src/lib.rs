@@ -41,8 +41,9 @@
 //! [`stats()`] returns a [`Stats`] snapshot: bytes handed out, bytes mapped, the resident
 //! set of the process, cached superslabs and large mappings, and how many `mmap`,
 //! `munmap`, `madvise` and `mremap` calls hakmem made. [`class_usage()`] says, per size
-//! class, where the bytes of its slabs are: held by the program, in thread caches, on
-//! remote lists, free in the slabs, not carved yet. Neither allocates.
+//! class, where the bytes of its slabs are: held by the program, in thread caches, in
+//! the depot that passes them between threads, on remote lists, free in the slabs, not
+//! carved yet. Neither allocates.
 //!
 //! ```
 //! # #[global_allocator]
@@ -319,9 +320,11 @@ pub fn stats() -> Stats {
 }
 
 /// Where the bytes of each size class's slabs are: held by the program, in thread caches,
-/// on remote lists (freed by another thread, not yet collected), free in the slabs, not
-/// carved yet. Index `i` is class `i`; [`ClassUsage::block_size`] says which. Other
-/// threads' caches are counted as their last refill or flush left them. Never allocates.
+/// in the depot (batches that thread caches of the classes over 1 KiB pass on to each
+/// other), on remote lists (freed by another thread, not yet collected), free in the
+/// slabs, not carved yet. Index `i` is class `i`; [`ClassUsage::block_size`] says which.
+/// Other threads' caches are counted as their last refill or flush left them. Never
+/// allocates.
 pub fn class_usage() -> [ClassUsage; hakmem_core::NUM_CLASSES] {
     hakmem_core::class_usage()
 }
