@@ -515,8 +515,9 @@ pub unsafe fn realloc_unsized<const CHECKED: bool>(p: *mut u8, new_size: usize) 
     q
 }
 
-/// Give cached free memory back to the OS now: the calling thread's cached blocks, empty
-/// superslabs in the pool, cached large mappings. Other threads keep their caches.
+/// Give cached free memory back to the OS now: the calling thread's cached blocks and the
+/// depot's, empty superslabs in the pool, cached large mappings. Other threads keep their
+/// caches.
 pub fn trim() {
     thread_cache::trim::<Hooks>();
 }

@@ -2,8 +2,9 @@
 //! have free blocks (*partial* slabs). The thread cache ([`crate::thread_cache`]) refills
 //! from here and flushes back to here, in batches; this is the slow path.
 //!
-//! Refill order for a class: the first partial slab (its free list, then fresh carving,
-//! then the blocks other threads gave back to it); then remote frees pending anywhere in
+//! Refill order for a class: a batch from the depot (classes over 1 KiB,
+//! [`crate::depot`]); the first partial slab (its free list, then the blocks other
+//! threads gave back to it, then fresh carving); then remote frees pending anywhere in
 //! the heap's superslabs; then a new slab carved from an owned superslab; then a
 //! superslab abandoned by an exited thread; then one from the shared pool.
 //!
@@ -47,8 +48,8 @@ pub struct Heap {
 /// something: the sum of `taken` is what the program and the thread caches hold, that of
 /// `remote` what waits on remote lists, that of `slabs` what the class's slabs span.
 pub struct ClassCounts {
-    /// Blocks taken out of slabs, minus blocks given back (to their slab or its remote
-    /// list).
+    /// Blocks taken out of slabs or the depot, minus blocks given back (to their slab, its
+    /// remote list or the depot).
     pub taken: AtomicIsize,
     /// Blocks pushed on remote lists, minus blocks collected from them.
     pub remote: AtomicIsize,
@@ -244,11 +245,11 @@ impl Heap {
     /// and of no use to any other thread. Carving what the cache asks (half its capacity:
     /// 32 blocks of 4 KiB) left every thread of `c-many-threads` (16 threads, 256 blocks
     /// of 16 B..4 KiB each) about a megabyte of such blocks: 28.1 MiB peak RSS against
-    /// 21.8 this way (9 alternated runs, before the depot). A thread that allocates a batch carves again and
-    /// again, so what it carves grows geometrically to what the cache asks; the steps
-    /// cost a few more refills (callgrind, `bench-hakmem batch-fwd 300000`: 44.02M
-    /// instructions against 43.28M, `live-growth 200000` 36.49M against 36.09M). A flat
-    /// 4 KiB cost batch-fwd 1.2x its time (5 interleaved runs).
+    /// 21.8 this way (9 alternated runs, before the depot). A thread that allocates a
+    /// batch carves again and again, so what it carves grows geometrically to what the
+    /// cache asks; the steps cost a few more refills (callgrind, `bench-hakmem batch-fwd
+    /// 300000`: 44.02M instructions against 43.28M, `live-growth 200000` 36.49M against
+    /// 36.09M). A flat 4 KiB cost batch-fwd 1.2x its time (5 interleaved runs).
     fn carve_size(&self, c: Class, want: usize) -> usize {
         let carved = self.counts[c].carved.load(Ordering::Relaxed).max(0) as usize;
         let size = block_size(c);
@@ -301,10 +302,14 @@ impl Heap {
     }
 
     /// Give the depot's blocks back to their slabs (ours to our free lists, others' to
-    /// their remote lists).
+    /// their remote lists): as many batches a class as it holds at most, so that threads
+    /// putting batches meanwhile do not keep this one here.
     pub fn empty_depot(&self) {
         for c in Class::all() {
-            while let Some((first, n)) = self.take_from_depot(c) {
+            for _ in 0..depot::DEPTH {
+                let Some((first, n)) = self.take_from_depot(c) else {
+                    break;
+                };
                 // SAFETY: the batch is ours: a chain of `n` free blocks of class `c`.
                 unsafe { self.flush(c, first, n) };
             }

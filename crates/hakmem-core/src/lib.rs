@@ -29,7 +29,8 @@
 //! 4. `retain`: the budget of freed memory kept for reuse.
 //! 5. `remote` (lock-free remote free lists), `superslab` (4 MiB superslabs carved into
 //!    slabs, owned by an opaque `OwnerId`), `large` (one mapping per large block).
-//! 6. `pool`: superslabs nobody owns (empty cache, abandoned).
+//! 6. `pool`: superslabs nobody owns (empty cache, abandoned); `depot`: batches of free
+//!    blocks the thread caches pass on to each other.
 //! 7. `heap`: a thread's slabs and superslabs; batch refill and flush.
 //! 8. `tls` (the thread's slot), `thread_cache` (per-class free stacks, the fast path;
 //!    its slow paths get the set-up hooks of the layer above as a type parameter).

@@ -482,16 +482,16 @@ pub unsafe fn teardown() {
 }
 
 /// Give cached free memory back to the OS now: the calling thread's cached blocks, the
-/// superslabs of exited threads, free slabs, empty superslabs in the pool, cached large
-/// mappings. Other threads keep their caches.
+/// depot's, the superslabs of exited threads, free slabs, empty superslabs in the pool,
+/// cached large mappings. Other threads keep their caches.
 pub fn trim<H: ThreadHooks>() {
     flush_all::<H>();
     crate::pool::trim();
     crate::large::trim();
 }
 
-/// Give the calling thread's cached blocks back to their slabs, adopt the superslabs of
-/// exited threads, and give the pages of free slabs back to the OS.
+/// Give the calling thread's cached blocks and the depot's back to their slabs, adopt the
+/// superslabs of exited threads, and give the pages of free slabs back to the OS.
 fn flush_all<H: ThreadHooks>() {
     let tc = cache();
     let h = heap::<H>(tc);
