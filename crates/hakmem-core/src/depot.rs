@@ -39,12 +39,11 @@ pub struct Batch {
     pub len: u32,
 }
 
-impl Batch {
-    pub const EMPTY: Batch = Batch {
-        first: null_mut(),
-        len: 0,
-    };
-}
+/// What an unused place of a stack holds.
+const NO_BATCH: Batch = Batch {
+    first: null_mut(),
+    len: 0,
+};
 
 /// One class's batches.
 ///
@@ -62,7 +61,7 @@ unsafe impl Send for Stack {}
 static STACKS: PerClass<SpinLock<Stack>> = PerClass(
     [const {
         SpinLock::new(Stack {
-            batches: [Batch::EMPTY; DEPTH],
+            batches: [NO_BATCH; DEPTH],
             len: 0,
             bytes: 0,
         })
@@ -96,16 +95,16 @@ pub unsafe fn put(c: Class, batch: Batch) -> bool {
     true
 }
 
-/// The latest batch of class `c`, now the caller's; [`Batch::EMPTY`] when there is none.
-pub fn take(c: Class) -> Batch {
+/// The latest batch of class `c`, now the caller's, if there is one.
+pub fn take(c: Class) -> Option<Batch> {
     let mut s = STACKS[c].lock();
     if s.len == 0 {
-        return Batch::EMPTY;
+        return None;
     }
     s.len -= 1;
     let b = s.batches[s.len];
     s.bytes -= b.len as usize * block_size(c);
-    b
+    Some(b)
 }
 
 /// Bytes the depot holds in class `c` (for statistics).

@@ -261,10 +261,7 @@ impl Heap {
         if !depot::served(c) {
             return None;
         }
-        let b = depot::take(c);
-        if b.len == 0 {
-            return None;
-        }
+        let b = depot::take(c)?;
         self.add_taken(c, b.len as isize);
         Some((b.first, b.len as usize))
     }

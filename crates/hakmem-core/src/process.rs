@@ -15,8 +15,8 @@
 //! allocates; it only takes the pool's and the large cache's locks.
 //!
 //! `fork`: a `pthread_atfork` prepare handler takes every global lock (the depot's,
-//! heap pool, superslab pool, large cache) so that no lock is held mid-update when the child is
-//! created; both sides release them. The child's other threads are gone: their heaps'
+//! heap pool, superslab pool, large cache) so that no lock is held mid-update when the
+//! child is created; both sides release them. The child's other threads are gone: their heaps'
 //! superslabs stay owned by heaps no thread uses (their blocks leak in the child, nothing
 //! is corrupted), and the forking thread carries on with its own.
 
