@@ -12,15 +12,14 @@
 //!
 //! The depot holds at most [`DEPTH`] batches and [`MAX_BYTES`] a class (it serves 40
 //! classes: at most 80 MiB in all); what does not fit goes back to its slabs as before.
-//! [`crate::heap::Heap::maintain`] (balanced and lean, once per retention period) and
+//! [`crate::heap::Heap::maintain`] (balanced and lean, once per retention period), the
+//! background return once every thread is idle ([`crate::heap::upkeep_idle_heaps`]) and
 //! `trim` empty it into the slabs, so that its blocks do not keep slabs from being given
 //! back. A thread's exit does not: emptying it there took the blocks other threads were
 //! about to reuse (16 threads of 256 blocks of 16 B..4 KiB each, ending one by one:
-//! 20.5 and 21.4 MiB peak against 16.5 and 19.8, two sets of 7 alternated runs). So
-//! blocks in the depot keep an exited thread's superslabs abandoned rather than empty
-//! until some thread takes them, and a program whose threads all sit idle keeps what it
-//! holds until one of them allocates again (the background return has no heap to flush
-//! with).
+//! 20.5 and 21.4 MiB peak against 16.5 and 19.8, two sets of 7 alternated runs). So in
+//! `fast`, blocks in the depot keep an exited thread's superslabs abandoned rather than
+//! empty until some thread takes them.
 
 use crate::remote::Block;
 use crate::size_class::{block_size, Class, PerClass};

@@ -176,7 +176,8 @@ pub unsafe fn release_empty(ss: *mut SuperSlab) {
     }
     retain::add(CHUNK_SIZE);
     expire();
-    retain::wake();
+    // Only noted: the caller is in its heap's slow path, which wakes the returner after.
+    retain::want();
 }
 
 /// Give back (unmap) the kept superslabs that are over the retention budget or have been

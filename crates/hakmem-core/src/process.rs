@@ -9,21 +9,25 @@
 //! we avoid them.
 //!
 //! Background return (`balanced`, `lean`): a thread that sleeps half the profile's
-//! `retain_ms` at a time and gives back retained memory that outstayed it, started when
-//! memory is first retained ([`crate::retain::wake`]) and ending once nothing is
-//! retained, so a program that allocates nothing more has no such thread. It never
-//! allocates; it only takes the pool's and the large cache's locks.
+//! `retain_ms` at a time and gives back retained memory that outstayed it, and what the
+//! heaps of threads that made no slow path for a whole sleep hold
+//! ([`heap::upkeep_idle_heaps`]: the depot, their free slabs). It is started when
+//! memory is retained or a slab is left free ([`crate::retain::wake`]) and ends once a
+//! sleep found nothing retained and no thread active, so a program that allocates
+//! nothing more has no such thread. It never allocates; it takes the pool's, the large
+//! cache's and the depot's locks, and a heap only when its thread is not in it.
 //!
-//! `fork`: a `pthread_atfork` prepare handler takes every global lock (the depot's,
-//! heap pool, superslab pool, large cache) so that no lock is held mid-update when the
-//! child is created; both sides release them. The child's other threads are gone: their heaps'
+//! `fork`: a `pthread_atfork` prepare handler takes every heap (first: a thread in its
+//! slow path may be waiting for a global lock) and every global lock (the depot's, heap
+//! pool, superslab pool, large cache) so that nothing is held mid-update when the child
+//! is created; both sides release them. The child's other threads are gone: their heaps'
 //! superslabs stay owned by heaps no thread uses (their blocks leak in the child, nothing
 //! is corrupted), and the forking thread carries on with its own.
 
 use crate::config::{self, Profile};
 use crate::sync::{AtomicU8, AtomicUsize, Ordering};
 use crate::thread_cache::{self, ThreadHooks};
-use crate::{large, os, pool};
+use crate::{heap, large, os, pool, retain};
 use core::ffi::c_void;
 
 const UNINIT: u8 = 0;
@@ -127,11 +131,15 @@ extern "C" fn on_thread_exit(_heap: *mut c_void) {
 const RETURNER_IDLE: u8 = 0;
 const RETURNER_RUNNING: u8 = 1;
 
-/// Whether the background return thread runs.
+/// Whether the background return thread runs (`SeqCst`: see [`crate::retain::want`]).
 static RETURNER: AtomicU8 = AtomicU8::new(RETURNER_IDLE);
 
-/// Start the background return thread unless it runs (called outside every lock).
+/// Start the background return thread unless it runs (called outside every lock and
+/// every heap, often: at the end of every slow path that left a slab free).
 fn start_returner() {
+    if RETURNER.load(Ordering::SeqCst) == RETURNER_RUNNING {
+        return;
+    }
     if RETURNER
         .compare_exchange(
             RETURNER_IDLE,
@@ -152,13 +160,15 @@ fn start_returner() {
 extern "C" fn returner(_: *mut c_void) -> *mut c_void {
     loop {
         os::sleep_ms((config::current().retain_ms / 2).max(50));
+        retain::take_wanted();
+        let active = heap::upkeep_idle_heaps();
         pool::expire();
         large::expire();
-        if crate::retain::retained() == 0 {
-            RETURNER.store(RETURNER_IDLE, Ordering::Release);
-            // Memory retained between the check and the store found the thread running
-            // and did not start one: carry on for it if nobody else did.
-            let again = crate::retain::retained() > 0
+        if !active && !retain::wanted() && retain::retained() == 0 {
+            RETURNER.store(RETURNER_IDLE, Ordering::SeqCst);
+            // A wake between the check and the store found the thread running and did
+            // not start one: carry on for it if nobody else did.
+            let again = (retain::wanted() || retain::retained() > 0)
                 && RETURNER
                     .compare_exchange(
                         RETURNER_IDLE,
@@ -175,8 +185,9 @@ extern "C" fn returner(_: *mut c_void) -> *mut c_void {
 }
 
 extern "C" fn fork_prepare() {
-    crate::depot::lock_for_fork();
+    // The heaps first: a thread holding its heap may be waiting for the others.
     crate::heap::lock_for_fork();
+    crate::depot::lock_for_fork();
     pool::lock_all();
     large::lock_for_fork();
 }
@@ -186,8 +197,8 @@ extern "C" fn fork_parent() {
     unsafe {
         large::unlock_after_fork();
         pool::unlock_all();
-        crate::heap::unlock_after_fork();
         crate::depot::unlock_after_fork();
+        crate::heap::unlock_after_fork();
     }
 }
 
@@ -198,7 +209,7 @@ extern "C" fn fork_child() {
     unsafe {
         large::unlock_after_fork();
         pool::unlock_all();
-        crate::heap::unlock_after_fork();
         crate::depot::unlock_after_fork();
+        crate::heap::unlock_after_fork();
     }
 }

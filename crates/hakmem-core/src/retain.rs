@@ -17,7 +17,10 @@
 
 use crate::config;
 use crate::os::{self, COUNTERS};
-use crate::sync::{AtomicU64, AtomicUsize, Ordering::Relaxed};
+use crate::sync::{
+    AtomicBool, AtomicU64, AtomicUsize,
+    Ordering::{Relaxed, SeqCst},
+};
 
 /// Bytes retained by both caches.
 static RETAINED: AtomicUsize = AtomicUsize::new(0);
@@ -30,14 +33,55 @@ static PEAK_MS: AtomicU64 = AtomicU64::new(0);
 /// is passed down rather than called up).
 static WAKER: AtomicUsize = AtomicUsize::new(0);
 
+/// Set by [`want`], cleared by the background return at the start of each pass
+/// ([`take_wanted`]): something may have come to give back that the pass did not see.
+/// (`SeqCst` on it and on the returner's running flag: a wake stores this then reads that
+/// flag, the ending thread stores the flag then reads this, and one of the two must see
+/// the other's store.)
+static WANTED: AtomicBool = AtomicBool::new(false);
+
 /// Register the function that starts the background return.
 pub fn set_waker(f: fn()) {
     WAKER.store(f as usize, Relaxed);
 }
 
-/// A cache retained memory: start the background return if the profile wants it and it
-/// is not running. Called outside every lock (it may create a thread).
+/// Something may be given back later (memory retained, a slab left free): note it for the
+/// background return. Only a flag, so any code may call it, under any lock; what starts
+/// the thread is [`wake`] or [`wake_if_wanted`], outside them.
+pub fn want() {
+    if !WANTED.load(Relaxed) && config::current().background_return {
+        WANTED.store(true, SeqCst);
+    }
+}
+
+/// For the background return, at the start of a pass: whether [`want`] was called since
+/// the previous one; clears it.
+pub fn take_wanted() -> bool {
+    WANTED.swap(false, SeqCst)
+}
+
+/// Whether [`want`] was called since the background return's last pass.
+pub fn wanted() -> bool {
+    WANTED.load(SeqCst)
+}
+
+/// [`want`], and start the background return if the profile wants it and it is not
+/// running. Called outside every lock and outside a heap's slow path (it may create a
+/// thread, which may allocate).
 pub fn wake() {
+    want();
+    start();
+}
+
+/// [`wake`] if [`want`] was called since the background return's last pass (at the end of
+/// a slow path, which may have left slabs free; one load when nothing was).
+pub fn wake_if_wanted() {
+    if WANTED.load(Relaxed) {
+        start();
+    }
+}
+
+fn start() {
     let f = WAKER.load(Relaxed);
     if f != 0 && config::current().background_return {
         // SAFETY: only `set_waker` stores here, and it stores a `fn()`.

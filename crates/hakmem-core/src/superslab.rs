@@ -19,7 +19,8 @@
 //! Ownership: each superslab is owned by one thread's heap (its `owner`, an opaque
 //! [`OwnerId`] this layer only stores and compares), or by nobody while it sits in the
 //! shared [`pool`](crate::pool). Only the owner touches the `Cell` fields of the
-//! superslab and its slabs. Other threads read `class_map` (stable while they hold a
+//! superslab and its slabs ("the owner" is whoever acts for the owning heap: the heap
+//! layer serializes its thread and the background return with the heap's lock). Other threads read `class_map` (stable while they hold a
 //! block of that slab), push onto a slab's `remote` list and set its bit in
 //! `remote_pending`.
 

@@ -57,6 +57,14 @@ impl<T> SpinLock<T> {
         }
     }
 
+    /// The lock if it is free now, without waiting.
+    pub fn try_lock(&self) -> Option<SpinGuard<'_, T>> {
+        self.locked
+            .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
+            .is_ok()
+            .then_some(SpinGuard { lock: self })
+    }
+
     /// Take the lock and keep it until [`SpinLock::force_unlock`] (for `fork`).
     pub fn lock_forever(&self) {
         core::mem::forget(self.lock());

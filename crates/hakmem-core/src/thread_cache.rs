@@ -13,6 +13,7 @@ use crate::config;
 use crate::heap::Heap;
 use crate::misuse::{self, Misuse};
 use crate::remote::Block;
+use crate::retain;
 use crate::size_class::{block_size, Class, PerClass, NUM_CLASSES};
 use crate::tls;
 use core::ptr::null_mut;
@@ -316,11 +317,20 @@ fn grow_capacity(bin: &mut Bin, c: Class) {
 #[cold]
 #[inline(never)]
 fn alloc_slow<H: ThreadHooks>(c: Class) -> *mut u8 {
+    let b = refill_bin::<H>(c);
+    retain::wake_if_wanted();
+    b
+}
+
+/// [`alloc_slow`] with the heap held: refill the bin of class `c` and take a block.
+fn refill_bin<H: ThreadHooks>(c: Class) -> *mut u8 {
     let tc = cache();
     let h = heap::<H>(tc);
     if h.is_null() {
         return null_mut();
     }
+    // SAFETY: this thread's heap.
+    let turn = unsafe { (*h).enter() };
     // SAFETY: `tc` and `h` are this thread's.
     unsafe { note_slow_path(tc, h, c) };
     // SAFETY: the thread's own cache.
@@ -337,15 +347,22 @@ fn alloc_slow<H: ThreadHooks>(c: Class) -> *mut u8 {
     let want = (bin.limit as usize / 2).max(1);
     // SAFETY: `h` is this thread's heap.
     let (mut first, mut n) = unsafe { (*h).refill(c, want) };
-    if n == 0 {
-        // The OS refused memory: give back what the caches hold, and try once more.
+    let _turn = if n == 0 {
+        // The OS refused memory: give back what the caches hold (`trim` takes the heap
+        // itself), and try once more.
+        drop(turn);
         trim::<H>();
+        // SAFETY: as above.
+        let turn = unsafe { (*h).enter() };
         // SAFETY: as above.
         (first, n) = unsafe { (*h).refill(c, want) };
         if n == 0 {
             return null_mut();
         }
-    }
+        turn
+    } else {
+        turn
+    };
     // SAFETY: the thread's own cache (taken anew: `trim` flushed the bins); the refill
     // chain holds `n` linked blocks.
     unsafe {
@@ -380,16 +397,32 @@ impl Drop for KeepErrno {
     }
 }
 
+/// The free of a block that overflowed its bin.
+///
+/// # Safety
+/// `bin` is a bin of the calling thread's cache, its list well formed.
 #[cold]
 #[inline(never)]
 unsafe fn free_slow<H: ThreadHooks>(bin: *mut Bin) {
     let _errno = KeepErrno::new();
+    // SAFETY: by the caller.
+    unsafe { flush_bin::<H>(bin) };
+    retain::wake_if_wanted();
+}
+
+/// [`free_slow`] with the heap held: flush the overflowing `bin`.
+///
+/// # Safety
+/// As for [`free_slow`].
+unsafe fn flush_bin<H: ThreadHooks>(bin: *mut Bin) {
     let c = class_of_bin(bin);
     let tc = cache();
     let h = heap::<H>(tc);
     if h.is_null() {
         return; // keep the blocks cached; nothing is lost
     }
+    // SAFETY: this thread's heap.
+    let _turn = unsafe { (*h).enter() };
     // SAFETY: `tc` and `h` are this thread's.
     unsafe { note_slow_path(tc, h, c) };
     // SAFETY: the thread's own cache.
@@ -467,6 +500,8 @@ pub unsafe fn teardown() {
     if h.is_null() {
         return;
     }
+    // SAFETY: this thread's heap; held until the heap is retired.
+    let turn = unsafe { (*h).enter() };
     for c in Class::all() {
         // SAFETY: the thread's own cache.
         let bin = unsafe { bin_of(tc, c) };
@@ -479,6 +514,8 @@ pub unsafe fn teardown() {
         (*tc).heap = null_mut();
         (*h).retire();
     }
+    drop(turn);
+    retain::wake_if_wanted();
 }
 
 /// Give cached free memory back to the OS now: the calling thread's cached blocks, the
@@ -491,13 +528,16 @@ pub fn trim<H: ThreadHooks>() {
 }
 
 /// Give the calling thread's cached blocks and the depot's back to their slabs, adopt the
-/// superslabs of exited threads, and give the pages of free slabs back to the OS.
+/// superslabs of exited threads, bring home the blocks other threads freed into ours, and
+/// give the pages of free slabs back to the OS.
 fn flush_all<H: ThreadHooks>() {
     let tc = cache();
     let h = heap::<H>(tc);
     if h.is_null() {
         return;
     }
+    // SAFETY: our heap.
+    let turn = unsafe { (*h).enter() };
     // SAFETY: our heap.
     unsafe {
         (*h).adopt_all();
@@ -508,7 +548,12 @@ fn flush_all<H: ThreadHooks>() {
         unsafe { flush_newest(bin_of(tc, c), h, c, 0, Heap::flush) };
     }
     // SAFETY: our heap.
-    unsafe { (*h).decommit_all() };
+    unsafe {
+        (*h).collect_remote();
+        (*h).decommit_all();
+    }
+    drop(turn);
+    retain::wake_if_wanted();
 }
 
 #[cfg(test)]

@@ -11,33 +11,86 @@ use std::alloc::{GlobalAlloc, Layout};
 #[global_allocator]
 static GLOBAL: hakmem::HakMem = hakmem::HakMem;
 
-const HEAP_BYTES: usize = 512 << 20;
-const OBJECT: usize = 1024;
+/// A heap to fill and free.
+struct Shape {
+    name: &'static str,
+    /// Bytes of each block, bytes in all.
+    object: usize,
+    bytes: usize,
+    /// Freed in random order rather than in allocation order.
+    scattered: bool,
+    /// Freed by another thread, which then ends.
+    remote: bool,
+}
+
+/// 512 MiB of 1 KiB blocks, freed in order: superslabs empty one after another.
+const IN_ORDER: Shape = Shape {
+    name: "in-order",
+    object: 1024,
+    bytes: 512 << 20,
+    scattered: false,
+    remote: false,
+};
+
+/// 128 MiB of 4 KiB blocks (a class the depot serves), freed in random order: the blocks
+/// still held in the thread cache and the depot at the end lie anywhere, so that no
+/// superslab is empty until they are given back, and the slabs freed around them must
+/// be given back one by one.
+const SCATTERED: Shape = Shape {
+    name: "scattered",
+    object: 4096,
+    bytes: 128 << 20,
+    scattered: true,
+    remote: false,
+};
+
+/// As [`SCATTERED`], freed by another thread: the blocks wait on the remote lists of the
+/// allocating thread's slabs, which must be brought home before the slabs are free.
+const REMOTE: Shape = Shape {
+    name: "remote",
+    remote: true,
+    ..SCATTERED
+};
+
+const SHAPES: [Shape; 3] = [IN_ORDER, SCATTERED, REMOTE];
 
 fn rss() -> usize {
     hakmem::stats().resident
 }
 
-/// Fill a heap, free it, report RSS at peak, after the free, and after trim, as
-/// "peak freed trimmed" on stdout.
-fn run_case(profile: &str) {
+/// Fill a heap of the shape named in `case` ("profile shape"), free it, report RSS at
+/// peak, after the free, after idling and after trim, as "peak freed idled trimmed" on
+/// stdout.
+fn run_case(case: &str) {
+    let (profile, shape) = case.split_once(' ').expect("profile and shape");
+    let shape = SHAPES.iter().find(|s| s.name == shape).expect("shape");
     let p = hakmem_core::Profile::parse(profile.as_bytes()).expect("profile");
     hakmem_core::set_profile(p);
-    let layout = Layout::from_size_align(OBJECT, 16).unwrap();
-    let mut blocks = Vec::with_capacity(HEAP_BYTES / OBJECT);
-    for i in 0..HEAP_BYTES / OBJECT {
+    let layout = Layout::from_size_align(shape.object, 16).unwrap();
+    let mut blocks = Vec::with_capacity(shape.bytes / shape.object);
+    for i in 0..shape.bytes / shape.object {
         // SAFETY: a valid layout; the block is written within its size and freed below.
         unsafe {
             let b = GLOBAL.alloc(layout);
             assert!(!b.is_null());
-            b.write_bytes(i as u8, OBJECT);
-            blocks.push(b);
+            b.write_bytes(i as u8, shape.object);
+            blocks.push(Block(b));
         }
     }
     let peak = rss();
-    for b in blocks.drain(..) {
-        // SAFETY: allocated above with this layout.
-        unsafe { GLOBAL.dealloc(b, layout) };
+    if shape.scattered {
+        shuffle(&mut blocks);
+    }
+    let free_all = move || {
+        for b in blocks {
+            // SAFETY: allocated above with this layout.
+            unsafe { GLOBAL.dealloc(b.0, layout) };
+        }
+    };
+    if shape.remote {
+        std::thread::spawn(free_all).join().unwrap();
+    } else {
+        free_all();
     }
     let freed = rss();
     // Idle, without calling the allocator: what a background return gives back.
@@ -48,22 +101,44 @@ fn run_case(profile: &str) {
     println!("\nFIGURES {peak} {freed} {idled} {trimmed}");
 }
 
+/// A block's address, sent to the thread that frees it.
+struct Block(*mut u8);
+
+// SAFETY: the block is handed over whole; only the receiving thread uses it.
+unsafe impl Send for Block {}
+
+/// Fisher-Yates with a fixed xorshift, so every run frees in the same order.
+fn shuffle<T>(v: &mut [T]) {
+    let mut x = 0x9e37_79b9_7f4a_7c15_u64;
+    for i in (1..v.len()).rev() {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        v.swap(i, (x % (i as u64 + 1)) as usize);
+    }
+}
+
 fn main() {
     harness::main(
         "HAKMEM_RETURN_CASE",
         run_case,
         &harness::tests![
             fast_returns_memory_on_trim,
+            fast_returns_remote_frees_on_trim,
             balanced_returns_memory_when_idle,
             lean_returns_memory_when_idle,
+            balanced_returns_scattered_frees_when_idle,
+            lean_returns_scattered_frees_when_idle,
+            lean_returns_remote_frees_when_idle,
         ],
     )
 }
 
 /// RSS at the peak, right after the free, after 2 s of idling, after trim.
-fn measure(profile: &str) -> (usize, usize, usize, usize) {
+fn measure(profile: &str, shape: &Shape) -> (usize, usize, usize, usize) {
+    let case = format!("{profile} {}", shape.name);
     let out = common::this_test_binary()
-        .env("HAKMEM_RETURN_CASE", profile)
+        .env("HAKMEM_RETURN_CASE", &case)
         .output()
         .unwrap();
     assert!(out.status.success(), "{profile}: {out:?}");
@@ -74,21 +149,21 @@ fn measure(profile: &str) -> (usize, usize, usize, usize) {
         .unwrap_or_else(|| panic!("no figures in {text}"));
     let v: Vec<usize> = line.split(' ').map(|w| w.parse().unwrap()).collect();
     eprintln!(
-        "{profile}: peak {} MiB, after free {} MiB, idle 2 s {} MiB, after trim {} MiB",
+        "{case}: peak {} MiB, after free {} MiB, idle 2 s {} MiB, after trim {} MiB",
         v[0] >> 20,
         v[1] >> 20,
         v[2] >> 20,
         v[3] >> 20
     );
     assert!(
-        v[0] >= HEAP_BYTES,
-        "{profile}: the heap was not resident at peak"
+        v[0] >= shape.bytes,
+        "{case}: the heap was not resident at peak"
     );
     (v[0], v[1], v[2], v[3])
 }
 
 fn fast_returns_memory_on_trim() {
-    let (peak, freed, _, trimmed) = measure("fast");
+    let (peak, freed, _, trimmed) = measure("fast", &IN_ORDER);
     // Fast keeps what was freed for reuse (up to the recent peak in use, for 5 s, given
     // back by later calls only), and gives it back at once on trim.
     assert!(freed <= peak + (8 << 20), "fast kept {freed} of {peak}");
@@ -98,20 +173,50 @@ fn fast_returns_memory_on_trim() {
     );
 }
 
-fn balanced_returns_memory_when_idle() {
-    // Kept for reuse right after the free; the background return gives it back within
-    // 1.5 s of retain time (1 s) while the program calls nothing.
-    let (peak, _, idled, _) = measure("balanced");
+fn fast_returns_remote_frees_on_trim() {
+    // The blocks another thread freed wait on the remote lists of our slabs: trim brings
+    // them home first, or those slabs never look free (it kept all 134 MiB).
+    let (peak, _, _, trimmed) = measure("fast", &REMOTE);
     assert!(
-        idled < peak / 10,
-        "balanced kept {idled} of {peak} after idling"
+        trimmed < peak / 10,
+        "fast after trim kept {trimmed} of {peak}"
     );
 }
 
-fn lean_returns_memory_when_idle() {
-    let (peak, _, idled, _) = measure("lean");
+/// After 2 s of idling, `profile` holds under a tenth of what a heap of `shape` peaked at.
+fn returns_when_idle(profile: &str, shape: &Shape) {
+    let (peak, _, idled, _) = measure(profile, shape);
     assert!(
         idled < peak / 10,
-        "lean kept {idled} of {peak} after idling"
+        "{profile} {}: kept {idled} of {peak} after idling",
+        shape.name
     );
+}
+
+fn balanced_returns_memory_when_idle() {
+    // Kept for reuse right after the free; the background return gives it back within
+    // 1.5 s of retain time (1 s) while the program calls nothing.
+    returns_when_idle("balanced", &IN_ORDER);
+}
+
+fn lean_returns_memory_when_idle() {
+    returns_when_idle("lean", &IN_ORDER);
+}
+
+// A program that frees most of its heap in any order, or on another thread, and then
+// stops calling the allocator gets it back: the background return visits the heap of a
+// thread that made no slow path for a whole sleep, brings home what other threads freed
+// into its slabs and gives back every free slab, and empties the depot once every thread
+// is idle (without these the profiles kept all they peaked at: 134 MiB of 134).
+
+fn balanced_returns_scattered_frees_when_idle() {
+    returns_when_idle("balanced", &SCATTERED);
+}
+
+fn lean_returns_scattered_frees_when_idle() {
+    returns_when_idle("lean", &SCATTERED);
+}
+
+fn lean_returns_remote_frees_when_idle() {
+    returns_when_idle("lean", &REMOTE);
 }
