@@ -17,9 +17,10 @@
 //! `trim` empty it into the slabs, so that its blocks do not keep slabs from being given
 //! back. A thread's exit does not: emptying it there took the blocks other threads were
 //! about to reuse (16 threads of 256 blocks of 16 B..4 KiB each, ending one by one:
-//! 20.5 and 21.4 MiB peak against 16.5 and 19.8, two sets of 7 alternated runs). So in
-//! `fast`, blocks in the depot keep an exited thread's superslabs abandoned rather than
-//! empty until some thread takes them.
+//! 20.5 and 21.4 MiB peak against 16.5 and 19.8, two sets of 7 alternated runs). So
+//! blocks in the depot keep an exited thread's superslabs abandoned rather than empty
+//! until some thread takes them (in `balanced` and `lean`, the background return once
+//! every thread is idle).
 
 use crate::remote::Block;
 use crate::size_class::{block_size, Class, PerClass};

@@ -26,7 +26,8 @@ use core::ptr::null_mut;
 
 /// Per-thread slab management.
 ///
-/// Invariants: only the holder of `turn` uses the `Cell` fields, and the owner-only state
+/// Invariants: only the holder of `turn` uses the `Cell` fields (but `next_free`, the heap
+/// pool's, under its lock), and the owner-only state
 /// of the superslabs on `owned` (their slabs, lists and free-slab masks); a slab is on
 /// `partial[c]` iff its `in_partial` flag is set, it serves class `c`, and its superslab
 /// is on `owned`; every superslab on `owned` has `owner == self`.
@@ -39,6 +40,9 @@ pub struct Heap {
     /// return's last visit: equal at the next, the thread made no slow path in between.
     visits: Cell<u32>,
     seen_visits: Cell<u32>,
+    /// Whether the background return's last look found no slow path since the one before
+    /// ([`Heap::was_active`]).
+    quiet: Cell<bool>,
     /// Set while the background return gives back for the idle thread: a superslab left
     /// empty then goes to the pool with its pages given back too.
     idle: Cell<bool>,
@@ -97,15 +101,17 @@ fn slab_bytes(c: Class) -> usize {
 /// What a fresh carve takes at least, in bytes (see [`Heap::carve_size`]).
 const FIRST_CARVE_BYTES: usize = 4096;
 
-/// Add `bytes` to a counter that only the calling thread writes.
+/// Add `bytes` to a counter that only the calling thread writes (the heap's holder).
 #[inline]
 fn add(counter: &AtomicIsize, bytes: isize) {
     let v = counter.load(Ordering::Relaxed);
     counter.store(v.wrapping_add(bytes), Ordering::Relaxed);
 }
 
-// SAFETY: a heap is used by one thread at a time; handing it over goes through the
-// heap pool's lock.
+// SAFETY: a heap is used by one thread at a time: its thread or the background return,
+// whichever holds its `turn` (handing it to a new thread goes through the heap pool's
+// lock too). Both reach it by address; without the turn, only `turn`, `next_all` (fixed
+// once made) and the atomic counts are read.
 unsafe impl Send for Heap {}
 
 struct HeapPool {
@@ -161,6 +167,7 @@ impl Heap {
                 turn: SpinLock::new(()),
                 visits: Cell::new(0),
                 seen_visits: Cell::new(0),
+                quiet: Cell::new(false),
                 idle: Cell::new(false),
                 partial: PerClass([const { Cell::new(null_mut()) }; NUM_CLASSES]),
                 owned: Cell::new(null_mut()),
@@ -700,13 +707,14 @@ impl Heap {
         let visits = self.visits.get();
         let active = visits != self.seen_visits.get();
         self.seen_visits.set(visits);
+        self.quiet.set(!active);
         active
     }
 
     /// With `turn` held, for the background return: whether the thread made no slow path
-    /// since [`Heap::was_active`] last looked.
+    /// between the two last calls of [`Heap::was_active`], nor since.
     fn is_idle(&self) -> bool {
-        self.visits.get() == self.seen_visits.get()
+        self.quiet.get() && self.visits.get() == self.seen_visits.get()
     }
 
     /// With `turn` held, for the background return, when the thread is idle: give back
@@ -754,7 +762,8 @@ impl Heap {
     /// cached blocks must have been flushed first.
     ///
     /// # Safety
-    /// Called once by the owning thread, which does not use the heap afterwards.
+    /// Called once by the owning thread, holding its turn, which does not use the heap
+    /// afterwards.
     pub unsafe fn retire(&self) {
         // Bring every remote block home so that empty slabs are seen as empty.
         let mut ss = self.owned.get();
@@ -893,8 +902,9 @@ static UPKEEP: SpinLock<()> = SpinLock::new(());
 
 /// The background return's visit: give back what the heaps of threads that made no slow
 /// path since the previous visit hold ([`Heap::give_back_idle`]), and, when every thread
-/// was idle, empty the depot first (the depot serves all threads: emptying it while some
-/// thread is active would take the batches it is about to reuse). A heap whose thread is
+/// was idle, first empty the depot and adopt the superslabs of exited threads (the depot
+/// serves all threads: emptying it while some thread is active would take the batches
+/// it is about to reuse). A heap whose thread is
 /// in a slow path now is left alone. Returns whether some thread was active since the
 /// previous visit (or is now), so that another visit is worth making.
 pub fn upkeep_idle_heaps() -> bool {
@@ -908,8 +918,11 @@ pub fn upkeep_idle_heaps() -> bool {
         };
         if !depot_done {
             // Its blocks go home through this heap: ours to its slabs, others' to their
-            // remote lists, which the heaps' own visits below bring home.
+            // remote lists, which the heaps' own visits below bring home. And the
+            // superslabs of exited threads come to it, so that what was freed into them
+            // is brought home too (nobody else would while every thread is idle).
             h.empty_depot_idle();
+            h.adopt_all();
             depot_done = true;
         }
         if h.is_idle() {
@@ -922,15 +935,16 @@ pub fn upkeep_idle_heaps() -> bool {
 /// Call `f` with every heap created so far ([`heaps_from`] the newest).
 fn for_each_heap(f: impl FnMut(&Heap)) {
     let newest = HEAPS.lock().all;
-    heaps_from(newest, f);
+    heaps_from(newest, null_mut(), f);
 }
 
-/// Call `f` with the heap `newest` and every heap made before it, without holding the heap
-/// pool's lock: a heap and its link are never freed or changed once made (what `f` may
-/// touch of a heap other threads use is up to it).
-fn heaps_from(newest: *mut Heap, mut f: impl FnMut(&Heap)) {
+/// Call `f` with the heap `newest` and every heap made before it down to `stop`
+/// (excluded; null: all), without holding the heap pool's lock: a heap and its link are
+/// never freed or changed once made (what `f` may touch of a heap other threads use is
+/// up to it).
+fn heaps_from(newest: *mut Heap, stop: *mut Heap, mut f: impl FnMut(&Heap)) {
     let mut h = newest;
-    while !h.is_null() {
+    while !h.is_null() && h != stop {
         // SAFETY: heaps are never freed; `next_all` was set before the heap was published
         // under the pool's lock, which the caller's thread took since.
         unsafe {
@@ -948,10 +962,20 @@ static FORK_NEWEST: AtomicPtr<Heap> = AtomicPtr::new(null_mut());
 /// `fork`.
 pub(crate) fn lock_for_fork() {
     UPKEEP.lock_forever();
-    let newest = HEAPS.lock().all;
-    FORK_NEWEST.store(newest, Ordering::Relaxed);
-    heaps_from(newest, |h| h.turn.lock_forever());
-    HEAPS.lock_forever();
+    // Heaps made while we wait for others are locked in the next round; the pool's lock
+    // is kept once no heap was made since the round began.
+    let mut locked: *mut Heap = null_mut();
+    loop {
+        let newest = HEAPS.lock().all;
+        heaps_from(newest, locked, |h| h.turn.lock_forever());
+        locked = newest;
+        let pool = HEAPS.lock();
+        if pool.all == newest {
+            core::mem::forget(pool);
+            break;
+        }
+    }
+    FORK_NEWEST.store(locked, Ordering::Relaxed);
 }
 
 /// # Safety
@@ -960,7 +984,7 @@ pub(crate) unsafe fn unlock_after_fork() {
     // SAFETY: by the caller.
     unsafe {
         HEAPS.force_unlock();
-        heaps_from(FORK_NEWEST.load(Ordering::Relaxed), |h| {
+        heaps_from(FORK_NEWEST.load(Ordering::Relaxed), null_mut(), |h| {
             h.turn.force_unlock()
         });
         UPKEEP.force_unlock();

@@ -176,7 +176,8 @@ pub unsafe fn release_empty(ss: *mut SuperSlab) {
     }
     retain::add(CHUNK_SIZE);
     expire();
-    // Only noted: the caller is in its heap's slow path, which wakes the returner after.
+    // Only noted: the caller holds a heap (its thread in a slow path, which wakes the
+    // background return after, or the background return itself).
     retain::want();
 }
 

@@ -9,9 +9,10 @@
 //!   most `retain_ms`);
 //! - time: a piece retained longer than `retain_ms` is given back the next time its cache
 //!   is used or a thread does its upkeep, and, in the profiles that ask for it
-//!   (`balanced`, `lean`), by a background thread that runs while anything is retained
-//!   ([`crate::process`] starts it through [`wake`]), so that a program that stops
-//!   calling the allocator still gets its memory back within about `retain_ms`.
+//!   (`balanced`, `lean`), by a background thread that runs while anything is retained or
+//!   some thread is active ([`crate::process`] starts it through [`wake`]), so that a
+//!   program that stops calling the allocator still gets its memory back within about
+//!   `retain_ms`.
 //!
 //! Each cache evicts its own oldest pieces while [`excess`] says the total is over budget.
 
@@ -35,9 +36,10 @@ static WAKER: AtomicUsize = AtomicUsize::new(0);
 
 /// Set by [`want`], cleared by the background return at the start of each pass
 /// ([`take_wanted`]): something may have come to give back that the pass did not see.
-/// (`SeqCst` on it and on the returner's running flag: a wake stores this then reads that
-/// flag, the ending thread stores the flag then reads this, and one of the two must see
-/// the other's store.)
+/// `SeqCst` on every store of it and on the returner's running flag: a thread that
+/// wanted stores this then reads that flag, the ending returner stores the flag then
+/// reads this, so one of the two sees the other's store (and a pass that cleared it
+/// after a slow path stored it finds that heap active, so it does not end).
 static WANTED: AtomicBool = AtomicBool::new(false);
 
 /// Register the function that starts the background return.
@@ -49,7 +51,7 @@ pub fn set_waker(f: fn()) {
 /// background return. Only a flag, so any code may call it, under any lock; what starts
 /// the thread is [`wake`] or [`wake_if_wanted`], outside them.
 pub fn want() {
-    if !WANTED.load(Relaxed) && config::current().background_return {
+    if config::current().background_return {
         WANTED.store(true, SeqCst);
     }
 }

@@ -21,6 +21,8 @@ struct Shape {
     scattered: bool,
     /// Freed by another thread, which then ends.
     remote: bool,
+    /// Allocated by another thread, which then ends (its superslabs left for adoption).
+    orphaned: bool,
 }
 
 /// 512 MiB of 1 KiB blocks, freed in order: superslabs empty one after another.
@@ -30,6 +32,7 @@ const IN_ORDER: Shape = Shape {
     bytes: 512 << 20,
     scattered: false,
     remote: false,
+    orphaned: false,
 };
 
 /// 128 MiB of 4 KiB blocks (a class the depot serves), freed in random order: the blocks
@@ -42,6 +45,7 @@ const SCATTERED: Shape = Shape {
     bytes: 128 << 20,
     scattered: true,
     remote: false,
+    orphaned: false,
 };
 
 /// As [`SCATTERED`], freed by another thread: the blocks wait on the remote lists of the
@@ -52,7 +56,15 @@ const REMOTE: Shape = Shape {
     ..SCATTERED
 };
 
-const SHAPES: [Shape; 3] = [IN_ORDER, SCATTERED, REMOTE];
+/// As [`SCATTERED`], allocated by a thread that ends before the blocks are freed: they go
+/// back to superslabs nobody owns, until one is adopted.
+const ORPHANED: Shape = Shape {
+    name: "orphaned",
+    orphaned: true,
+    ..SCATTERED
+};
+
+const SHAPES: [Shape; 4] = [IN_ORDER, SCATTERED, REMOTE, ORPHANED];
 
 fn rss() -> usize {
     hakmem::stats().resident
@@ -67,16 +79,25 @@ fn run_case(case: &str) {
     let p = hakmem_core::Profile::parse(profile.as_bytes()).expect("profile");
     hakmem_core::set_profile(p);
     let layout = Layout::from_size_align(shape.object, 16).unwrap();
-    let mut blocks = Vec::with_capacity(shape.bytes / shape.object);
-    for i in 0..shape.bytes / shape.object {
-        // SAFETY: a valid layout; the block is written within its size and freed below.
-        unsafe {
-            let b = GLOBAL.alloc(layout);
-            assert!(!b.is_null());
-            b.write_bytes(i as u8, shape.object);
-            blocks.push(Block(b));
+    let (object, n) = (shape.object, shape.bytes / shape.object);
+    let fill = move || {
+        let mut blocks = Vec::with_capacity(n);
+        for i in 0..n {
+            // SAFETY: a valid layout; the block is written within its size and freed below.
+            unsafe {
+                let b = GLOBAL.alloc(layout);
+                assert!(!b.is_null());
+                b.write_bytes(i as u8, object);
+                blocks.push(Block(b));
+            }
         }
-    }
+        blocks
+    };
+    let mut blocks = if shape.orphaned {
+        std::thread::spawn(fill).join().unwrap()
+    } else {
+        fill()
+    };
     let peak = rss();
     if shape.scattered {
         shuffle(&mut blocks);
@@ -130,6 +151,8 @@ fn main() {
             balanced_returns_scattered_frees_when_idle,
             lean_returns_scattered_frees_when_idle,
             lean_returns_remote_frees_when_idle,
+            balanced_returns_remote_frees_when_idle,
+            lean_returns_orphaned_frees_when_idle,
         ],
     )
 }
@@ -203,11 +226,12 @@ fn lean_returns_memory_when_idle() {
     returns_when_idle("lean", &IN_ORDER);
 }
 
-// A program that frees most of its heap in any order, or on another thread, and then
-// stops calling the allocator gets it back: the background return visits the heap of a
-// thread that made no slow path for a whole sleep, brings home what other threads freed
-// into its slabs and gives back every free slab, and empties the depot once every thread
-// is idle (without these the profiles kept all they peaked at: 134 MiB of 134).
+// A program that frees most of its heap in any order, on any thread, and then stops
+// calling the allocator gets it back: the background return visits the heap of a thread
+// that made no slow path for a whole sleep, brings home what other threads freed into
+// its slabs and gives back every free slab, and once every thread is idle empties the
+// depot and adopts exited threads' superslabs (without these the profiles kept all they
+// peaked at: 134 MiB of 134).
 
 fn balanced_returns_scattered_frees_when_idle() {
     returns_when_idle("balanced", &SCATTERED);
@@ -219,4 +243,12 @@ fn lean_returns_scattered_frees_when_idle() {
 
 fn lean_returns_remote_frees_when_idle() {
     returns_when_idle("lean", &REMOTE);
+}
+
+fn balanced_returns_remote_frees_when_idle() {
+    returns_when_idle("balanced", &REMOTE);
+}
+
+fn lean_returns_orphaned_frees_when_idle() {
+    returns_when_idle("lean", &ORPHANED);
 }
