@@ -731,6 +731,45 @@ impl Heap {
         self.decommit_all();
     }
 
+    /// For the background return (with `turn` held), when every thread is idle: take each
+    /// superslab of an exited thread in turn, bring home the blocks freed into it, give
+    /// back its free slabs, and leave it as it was found, abandoned for whichever thread
+    /// adopts it next, or in the pool when it is empty now. (Adopting them for good would
+    /// tie them to a heap whose thread may never allocate again.)
+    fn tidy_abandoned(&self) {
+        // The ones to leave abandoned again, linked through `next` while ours, so that
+        // each is taken once.
+        let mut again: *mut SuperSlab = null_mut();
+        loop {
+            let ss = pool::adopt_any();
+            if ss.is_null() {
+                break;
+            }
+            // SAFETY: adopted, so ours until given back below.
+            let s = unsafe { &*ss };
+            s.set_owner(self.id());
+            // SAFETY: ours; what the walk yields are its slabs still in use, left
+            // off any list, as an abandoned superslab's are.
+            unsafe { self.collect_all_remote(s) }.for_each(drop);
+            // SAFETY: ours; its free slabs hold nothing.
+            unsafe { s.decommit_free(os::Decommit::Now, false) };
+            if s.is_empty() {
+                // SAFETY: empty, its remote lists drained above; ours to give.
+                unsafe { pool::release_empty(ss) };
+            } else {
+                s.next.set(again);
+                again = ss;
+            }
+        }
+        while !again.is_null() {
+            // SAFETY: one of ours from above, still live.
+            let next = unsafe { (*again).next.get() };
+            // SAFETY: ours to give; its next adopter rebuilds its lists.
+            unsafe { pool::abandon(again) };
+            again = next;
+        }
+    }
+
     /// [`Heap::empty_depot`] for the background return (with `turn` held): superslabs
     /// left empty go to the pool with their pages given back.
     fn empty_depot_idle(&self) {
@@ -902,9 +941,9 @@ static UPKEEP: SpinLock<()> = SpinLock::new(());
 
 /// The background return's visit: give back what the heaps of threads that made no slow
 /// path since the previous visit hold ([`Heap::give_back_idle`]), and, when every thread
-/// was idle, first empty the depot and adopt the superslabs of exited threads (the depot
-/// serves all threads: emptying it while some thread is active would take the batches
-/// it is about to reuse). A heap whose thread is
+/// was idle, first empty the depot and tidy the superslabs of exited threads
+/// ([`Heap::tidy_abandoned`]; the depot serves all threads: emptying it while some thread
+/// is active would take the batches it is about to reuse). A heap whose thread is
 /// in a slow path now is left alone. Returns whether some thread was active since the
 /// previous visit (or is now), so that another visit is worth making.
 pub fn upkeep_idle_heaps() -> bool {
@@ -916,13 +955,13 @@ pub fn upkeep_idle_heaps() -> bool {
         let Some(_turn) = h.turn.try_lock() else {
             return;
         };
-        if !depot_done {
+        if !depot_done && h.is_idle() {
             // Its blocks go home through this heap: ours to its slabs, others' to their
-            // remote lists, which the heaps' own visits below bring home. And the
-            // superslabs of exited threads come to it, so that what was freed into them
-            // is brought home too (nobody else would while every thread is idle).
+            // remote lists, which the heaps' own visits below bring home. Then what was
+            // freed into the superslabs of exited threads (nobody else would while
+            // every thread is idle).
             h.empty_depot_idle();
-            h.adopt_all();
+            h.tidy_abandoned();
             depot_done = true;
         }
         if h.is_idle() {

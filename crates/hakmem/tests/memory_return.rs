@@ -230,7 +230,7 @@ fn lean_returns_memory_when_idle() {
 // calling the allocator gets it back: the background return visits the heap of a thread
 // that made no slow path for a whole sleep, brings home what other threads freed into
 // its slabs and gives back every free slab, and once every thread is idle empties the
-// depot and adopts exited threads' superslabs (without these the profiles kept all they
+// depot and tidies exited threads' superslabs (without these the profiles kept all they
 // peaked at: 134 MiB of 134).
 
 fn balanced_returns_scattered_frees_when_idle() {
