@@ -40,9 +40,6 @@ pub struct Heap {
     /// return's last visit: equal at the next, the thread made no slow path in between.
     visits: Cell<u32>,
     seen_visits: Cell<u32>,
-    /// Whether the background return's last look found no slow path since the one before
-    /// ([`Heap::was_active`]).
-    quiet: Cell<bool>,
     /// Set while the background return gives back for the idle thread: a superslab left
     /// empty then goes to the pool with its pages given back too.
     idle: Cell<bool>,
@@ -167,7 +164,6 @@ impl Heap {
                 turn: SpinLock::new(()),
                 visits: Cell::new(0),
                 seen_visits: Cell::new(0),
-                quiet: Cell::new(false),
                 idle: Cell::new(false),
                 partial: PerClass([const { Cell::new(null_mut()) }; NUM_CLASSES]),
                 owned: Cell::new(null_mut()),
@@ -702,19 +698,26 @@ impl Heap {
     }
 
     /// With `turn` held, for the background return: whether the thread made a slow path
-    /// since the previous call.
+    /// since the last [`Heap::visit`].
     fn was_active(&self) -> bool {
-        let visits = self.visits.get();
-        let active = visits != self.seen_visits.get();
-        self.seen_visits.set(visits);
-        self.quiet.set(!active);
-        active
+        self.visits.get() != self.seen_visits.get()
     }
 
     /// With `turn` held, for the background return: whether the thread made no slow path
-    /// between the two last calls of [`Heap::was_active`], nor since.
-    fn is_idle(&self) -> bool {
-        self.quiet.get() && self.visits.get() == self.seen_visits.get()
+    /// since the previous visit; this one is noted.
+    fn visit(&self) -> bool {
+        let visits = self.visits.get();
+        let idle = visits == self.seen_visits.get();
+        self.seen_visits.set(visits);
+        idle
+    }
+
+    /// Run `f` with `idle` set: superslabs it leaves empty go to the pool with their pages
+    /// given back.
+    fn as_idle(&self, f: impl FnOnce(&Self)) {
+        self.idle.set(true);
+        f(self);
+        self.idle.set(false);
     }
 
     /// With `turn` held, for the background return, when the thread is idle: give back
@@ -724,9 +727,7 @@ impl Heap {
     /// (a thread that stopped allocating does not reuse them soon, and `MADV_FREE`'s pages
     /// stay resident until the system runs short).
     fn give_back_idle(&self) {
-        self.idle.set(true);
-        self.collect_remote();
-        self.idle.set(false);
+        self.as_idle(Heap::collect_remote);
         self.last_decommit_ms.set(os::now_ms());
         self.decommit_all();
     }
@@ -768,14 +769,6 @@ impl Heap {
             unsafe { pool::abandon(again) };
             again = next;
         }
-    }
-
-    /// [`Heap::empty_depot`] for the background return (with `turn` held): superslabs
-    /// left empty go to the pool with their pages given back.
-    fn empty_depot_idle(&self) {
-        self.idle.set(true);
-        self.empty_depot();
-        self.idle.set(false);
     }
 
     /// Bring home the blocks other threads freed into our slabs, releasing the slabs (and
@@ -955,16 +948,17 @@ pub fn upkeep_idle_heaps() -> bool {
         let Some(_turn) = h.turn.try_lock() else {
             return;
         };
-        if !depot_done && h.is_idle() {
+        let idle = h.visit();
+        if !depot_done && idle {
             // Its blocks go home through this heap: ours to its slabs, others' to their
             // remote lists, which the heaps' own visits below bring home. Then what was
             // freed into the superslabs of exited threads (nobody else would while
             // every thread is idle).
-            h.empty_depot_idle();
+            h.as_idle(Heap::empty_depot);
             h.tidy_abandoned();
             depot_done = true;
         }
-        if h.is_idle() {
+        if idle {
             h.give_back_idle();
         }
     });
