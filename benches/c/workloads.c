@@ -151,6 +151,36 @@ static uint64_t random_mixed(uint64_t ops) {
     return churn_threads(ops, 1, 400, (sizes_t){ 16, 1024 });
 }
 
+/* ---- aligned: blocks asked for with an alignment over 16 (benches/src/workloads/aligned.rs) ---- */
+
+/* 1000 slots; 16..1024 B aligned to 32, 64 or 128, or one time in sixteen a page-aligned
+ * buffer of 4..16 KiB; written at both ends. */
+static uint64_t aligned(uint64_t ops) {
+    enum { SLOTS = 1000, PAGE = 4096 };
+    void **slots = calloc(SLOTS, sizeof(void *));
+    rng_t rng = rng_new(0);
+    for (uint64_t i = 0; i < ops; i++) {
+        void **slot = &slots[rng_below(&rng, SLOTS)];
+        block_free(*slot);
+        size_t size, align;
+        if (rng_below(&rng, 16) == 0) {
+            size = rng_between(&rng, PAGE, 4 * PAGE);
+            align = PAGE;
+        } else {
+            size = rng_between(&rng, 16, 1024);
+            align = (size_t)32 << rng_below(&rng, 3);
+        }
+        void *p = NULL;
+        if (posix_memalign(&p, align, size) != 0 || ((uintptr_t)p & (align - 1)) != 0) {
+            fprintf(stderr, "posix_memalign(%zu, %zu) failed or misaligned\n", align, size);
+            abort();
+        }
+        *slot = touched(p, size, "posix_memalign");
+    }
+    free_slots(slots, SLOTS);
+    return ops;
+}
+
 static uint64_t mid_large(uint64_t ops) {
     return churn_threads(ops, 2, 64, (sizes_t){ 8 << 10, 32 << 10 });
 }
@@ -614,6 +644,7 @@ static const workload_t WORKLOADS[] = {
     { "c-live-growth", 1000000, live_growth },
     { "c-tree", 1000000, tree },
     { "c-realloc-xthread", 3000000, realloc_xthread },
+    { "c-aligned", 10000000, aligned },
 };
 enum { NUM_WORKLOADS = sizeof WORKLOADS / sizeof WORKLOADS[0] };
 

@@ -2,6 +2,7 @@
 //! how many it did; a soak (see [`crate::soak`]) keeps a [`Session`] going for as long as
 //! it is asked to.
 
+mod aligned;
 mod batch;
 mod big;
 mod churn;
@@ -151,6 +152,7 @@ pub const WORKLOADS: &[Workload] = &[
         Run::Once(live_growth::live_growth),
     ),
     Workload::bench("tree", 1_000_000, Run::Once(tree::tree)),
+    Workload::bench("aligned", 10_000_000, Run::Once(aligned::aligned)),
     Workload::bench(
         "realloc-xthread",
         3_000_000,
