@@ -4,7 +4,7 @@
 //!
 //! | what | entry points |
 //! |---|---|
-//! | allocate | [`alloc`], [`alloc_zeroed`], [`alloc_cached`] (the fast path alone, for a front end with its own slow path) |
+//! | allocate | [`alloc`], [`alloc_zeroed`], [`alloc_cached`], [`alloc_cached_aligned`] (the fast path alone, for a front end with its own slow path) |
 //! | free with the request known (Rust) | [`dealloc`] |
 //! | free without a size (C) | [`free`] (misuse reported), [`free_or_else`] (classifies once; what is no live block goes to the caller's callback) |
 //! | resize | [`realloc`] (request known), [`realloc_unsized`] (C) |
@@ -65,7 +65,9 @@ mod sync;
 mod thread_cache;
 mod tls;
 
-pub use block::{alloc_cached, owner, trim, NotFreed, Owner, GROW_LARGE_FROM};
+pub use block::{
+    alloc_cached, alloc_cached_aligned, owner, trim, NotFreed, Owner, GROW_LARGE_FROM,
+};
 pub use chunk_map::CHUNK_SIZE;
 pub use config::Profile;
 pub use large::MAX_ALIGN;

@@ -17,9 +17,9 @@
 //!   under 21 % over it, where blocks carry [`COLOUR`] (a 4097 B request in 5184 B wastes
 //!   1087/5184 = 20.97 %).
 //!
-//! Every power of two from 16 to 1 MiB is a class, and a block of a power-of-two class
-//! sits at a multiple of its size inside its slab span (spans are 64 KiB aligned), which is
-//! how alignments above 16 are served (see [`class_for`]).
+//! Every power of two from 16 to 1 MiB is a class, and a block sits at a multiple of its
+//! size inside its slab span (spans are 64 KiB aligned, and a power-of-two class's to its
+//! length), which is how alignments above 16 are served (see [`class_for`]).
 
 /// Largest size served from slabs; anything larger is a large mapping.
 pub const MAX_SMALL_SIZE: usize = 1024 * 1024;
@@ -224,9 +224,12 @@ fn class_of_mid(size: usize) -> Class {
 
 /// The class of a request `(size, align)`, or `None` when it must be a large mapping.
 ///
-/// For `align <= 16` this is [`class_of_size`]. For a larger alignment the size is raised
-/// to the power of two at least `max(size, align)`; blocks of power-of-two classes are
-/// aligned to their size.
+/// For `align <= 16` this is [`class_of_size`]. For a larger alignment it is the smallest
+/// class of at least `max(size, align)` bytes whose blocks are all aligned: a block lies
+/// at a multiple of its size from the start of its span, and spans start on a slab, so
+/// up to a slab (64 KiB) a block size that is a multiple of `align` will do (for 64 bytes,
+/// 192 and 320 as well as 256; the power of two of each doubling always qualifies).
+/// Above, only a power of two, whose span is aligned to its length.
 #[inline(always)]
 pub fn class_for(size: usize, align: usize) -> Option<Class> {
     if align <= MIN_ALIGN {
@@ -236,14 +239,93 @@ pub fn class_for(size: usize, align: usize) -> Option<Class> {
     }
 }
 
-#[inline]
+#[inline(always)]
 fn class_for_aligned(size: usize, align: usize) -> Option<Class> {
+    debug_assert!(align.is_power_of_two() && align > MIN_ALIGN);
+    let shift = align.trailing_zeros() as usize;
+    if size <= TABLE_MAX && shift <= SLAB_SHIFT {
+        // One load, as for `malloc`'s sizes: every step of the way to a class is another
+        // load the block waits for.
+        return Some(Class(ALIGNED_TABLE[aligned_slot(shift, size)] as usize));
+    }
+    class_for_aligned_mid(size, align)
+}
+
+/// [`class_for_aligned`] past [`TABLE_MAX`] bytes or [`SLAB_SIZE`] alignment.
+#[inline]
+fn class_for_aligned_mid(size: usize, align: usize) -> Option<Class> {
     let s = if size > align { size } else { align };
     if s > MAX_SMALL_SIZE {
         return None;
     }
-    class_of_size(s.next_power_of_two())
+    if align > SLAB_SIZE {
+        return class_of_size(s.next_power_of_two());
+    }
+    let shift = align.trailing_zeros() as usize;
+    Some(Class(
+        ALIGNED_CLASS[class_of_mid(s).index()][shift] as usize,
+    ))
 }
+
+/// Row length of [`ALIGNED_TABLE`]: the slots of `SMALL_TABLE`, rounded up to a power of
+/// two so that a row starts at a shift.
+const ALIGNED_ROW: usize = (TABLE_MAX / 16 + 1).next_power_of_two();
+/// Rows of [`ALIGNED_TABLE`], one per alignment shift (those up to 4 unused), a power of
+/// two so that a mask bounds the index.
+const ALIGNED_ROWS: usize = (SLAB_SHIFT + 1).next_power_of_two();
+
+/// The index in [`ALIGNED_TABLE`] of `(size, 2^shift)`, `size <= TABLE_MAX`, in bounds
+/// whatever the arguments.
+#[inline(always)]
+fn aligned_slot(shift: usize, size: usize) -> usize {
+    (shift * ALIGNED_ROW + ((size + 15) >> 4)) & (ALIGNED_ROWS * ALIGNED_ROW - 1)
+}
+
+/// `ALIGNED_CLASS[c][shift]`: the first class from `c` on whose block size is a multiple
+/// of `2^shift`. It exists for every class at least as large as the alignment: the power
+/// of two that ends its doubling qualifies.
+static ALIGNED_CLASS: [[u8; ALIGNED_ROWS]; NUM_CLASSES] = {
+    let sizes = compute_block_sizes();
+    let mut t = [[0u8; ALIGNED_ROWS]; NUM_CLASSES];
+    let mut c = 0;
+    while c < NUM_CLASSES {
+        let mut shift = 0;
+        while shift < ALIGNED_ROWS {
+            let mut d = c;
+            while d < NUM_CLASSES - 1 && sizes[d] % (1u32 << shift) != 0 {
+                d += 1;
+            }
+            t[c][shift] = d as u8;
+            shift += 1;
+        }
+        c += 1;
+    }
+    t
+};
+
+/// `ALIGNED_TABLE[aligned_slot(shift, size)]`: the class of `(size, 2^shift)` for `size <=
+/// TABLE_MAX` and `shift <= SLAB_SHIFT`, [`ALIGNED_CLASS`] of the class of `max(size,
+/// align)`.
+static ALIGNED_TABLE: [u8; ALIGNED_ROWS * ALIGNED_ROW] = {
+    let sizes = compute_block_sizes();
+    let mut t = [0u8; ALIGNED_ROWS * ALIGNED_ROW];
+    let mut shift = 0;
+    while shift <= SLAB_SHIFT {
+        let align = 1usize << shift;
+        let mut slot = 0;
+        while slot <= TABLE_MAX / 16 {
+            let size = if slot * 16 > align { slot * 16 } else { align };
+            let mut c = 0;
+            while c < NUM_CLASSES - 1 && (sizes[c] as usize) < size {
+                c += 1;
+            }
+            t[shift * ALIGNED_ROW + slot] = ALIGNED_CLASS[c][shift];
+            slot += 1;
+        }
+        shift += 1;
+    }
+    t
+};
 
 /// Per slab-map byte (a class's index plus one, [`crate::slab_map`]; a class-map entry
 /// plus one, wrapping, [`block_start_class`]): for a class, the mask that gives an
@@ -399,15 +481,35 @@ mod tests {
     }
 
     #[test]
-    fn aligned_requests_get_power_of_two_blocks() {
-        for align in [32usize, 64, 128, 4096, 65536] {
-            for size in [1usize, 17, 100, 1000, 5000, 65536] {
-                match class_for(size, align) {
-                    Some(c) => {
-                        let b = block_size(c);
-                        assert!(b.is_power_of_two() && b >= align && b >= size);
+    fn aligned_requests_get_the_smallest_class_of_aligned_blocks() {
+        let step = if cfg!(miri) { 65521 } else { 61 };
+        for shift in 5..=21 {
+            let align = 1usize << shift;
+            for size in (1..MAX_SMALL_SIZE + 2)
+                .step_by(step)
+                .chain([align, align + 1])
+            {
+                let Some(c) = class_for(size, align) else {
+                    assert!(size.max(align) > MAX_SMALL_SIZE, "{size} {align}");
+                    continue;
+                };
+                let b = block_size(c);
+                assert!(b >= size.max(align), "{size} {align}");
+                // Every block start, a multiple of `b` from a span that starts on a slab
+                // (or, for a power of two, on a multiple of the span's length), is aligned.
+                let span_align = if b.is_power_of_two() {
+                    span_slabs(c) * SLAB_SIZE
+                } else {
+                    SLAB_SIZE
+                };
+                assert_eq!(b % align, 0, "{size} {align}");
+                assert_eq!(span_align % align, 0, "{size} {align}");
+                // No class from the one of `max(size, align)` up to it would have done.
+                if align <= SLAB_SIZE {
+                    let first = class_of_size(size.max(align)).unwrap().index();
+                    for &smaller in &BLOCK_SIZE[first..c.index()] {
+                        assert_ne!(smaller as usize % align, 0, "{size} {align}");
                     }
-                    None => assert!(size.max(align) > MAX_SMALL_SIZE),
                 }
             }
         }

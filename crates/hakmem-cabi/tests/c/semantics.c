@@ -131,15 +131,24 @@ static void posix_memalign_rules(void) {
         CHECK(out == sentinel);
         CHECK(errno == 77);
     }
-    size_t good[] = {8, 16, 32, 64, 4096, 65536, 1u << 20, 2u << 20};
+    /* Many blocks of each at once, so that they fill slabs and spans past the first
+     * block; aligned requests share classes whose sizes are multiples of the alignment. */
+    enum { LIVE = 48 };
+    size_t good[] = {8, 16, 32, 64, 128, 256, 512, 4096, 65536, 1u << 20, 2u << 20};
     for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
         for (size_t size = 0; size < 300000; size = size * 2 + 7) {
-            void *out = sentinel;
-            CHECK(posix_memalign(&out, good[i], size) == 0);
-            CHECK(out != sentinel && ALIGNED(out, good[i]));
-            CHECK(malloc_usable_size(out) >= size);
-            memset(out, 0x5A, size);
-            free(out);
+            void *live[LIVE];
+            for (int round = 0; round < 2; round++) { /* the second from the cache */
+                for (int j = 0; j < LIVE; j++) {
+                    void *out = sentinel;
+                    CHECK(posix_memalign(&out, good[i], size) == 0);
+                    CHECK(out != sentinel && ALIGNED(out, good[i]));
+                    CHECK(malloc_usable_size(out) >= size);
+                    memset(out, 0x5A, size);
+                    live[j] = out;
+                }
+                for (int j = 0; j < LIVE; j++) free(live[j]);
+            }
         }
     }
     void *out = sentinel;
