@@ -21,14 +21,32 @@
 //! - Unsized `delete` is `free`.
 
 use crate::malloc::{self, free_block, free_sized_block, MIN_ALIGN};
+use crate::mode;
 use core::ffi::{c_void, CStr};
 
 /// The `std::new_handler` type.
 type NewHandler = unsafe extern "C-unwind" fn();
 
-/// Allocate for a throwing `operator new`.
+/// Allocate for a throwing `operator new`: `malloc`'s fast path (a pop from the thread's
+/// cache, `align` a constant in each caller), then everything else out of line.
 #[inline(always)]
 fn new_impl(size: usize, align: usize) -> *mut c_void {
+    if mode::plain_alloc() {
+        let p = if align <= MIN_ALIGN {
+            hakmem_core::alloc_cached(size)
+        } else {
+            hakmem_core::alloc_cached_aligned(size, align)
+        };
+        if !p.is_null() {
+            return p.cast();
+        }
+    }
+    new_slow(size, align)
+}
+
+/// [`new_impl`] past the thread's cache.
+#[inline(never)]
+fn new_slow(size: usize, align: usize) -> *mut c_void {
     let p = malloc::alloc_or_null(size, align);
     if !p.is_null() {
         return p;

@@ -198,7 +198,7 @@ pub unsafe fn free_sized_block(p: *mut c_void, size: usize, align: usize) {
     }
     #[cfg(debug_assertions)]
     check_stated_size(p, size, align);
-    let _errno = errno::Preserve::new();
+    // hakmem-core keeps `errno` on every path of its free that may make a system call.
     // SAFETY: by the caller, a hakmem block allocated with `(size, align)`.
     unsafe { hakmem_core::dealloc(p, size, align) }
 }
