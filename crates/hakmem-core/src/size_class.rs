@@ -270,8 +270,8 @@ fn class_for_aligned_mid(size: usize, align: usize) -> Option<Class> {
 /// Row length of [`ALIGNED_TABLE`]: the slots of `SMALL_TABLE`, rounded up to a power of
 /// two so that a row starts at a shift.
 const ALIGNED_ROW: usize = (TABLE_MAX / 16 + 1).next_power_of_two();
-/// Rows of [`ALIGNED_TABLE`], one per alignment shift (those up to 4 unused), a power of
-/// two so that a mask bounds the index.
+/// Rows of [`ALIGNED_TABLE`], one per alignment shift (those up to 4 and over
+/// [`SLAB_SHIFT`] unused), a power of two so that a mask bounds the index.
 const ALIGNED_ROWS: usize = (SLAB_SHIFT + 1).next_power_of_two();
 
 /// The index in [`ALIGNED_TABLE`] of `(size, 2^shift)`, `size <= TABLE_MAX`, in bounds
@@ -281,16 +281,16 @@ fn aligned_slot(shift: usize, size: usize) -> usize {
     (shift * ALIGNED_ROW + ((size + 15) >> 4)) & (ALIGNED_ROWS * ALIGNED_ROW - 1)
 }
 
-/// `ALIGNED_CLASS[c][shift]`: the first class from `c` on whose block size is a multiple
-/// of `2^shift`. It exists for every class at least as large as the alignment: the power
-/// of two that ends its doubling qualifies.
-static ALIGNED_CLASS: [[u8; ALIGNED_ROWS]; NUM_CLASSES] = {
+/// `ALIGNED_CLASS[c][shift]`, `shift <= SLAB_SHIFT`: the first class from `c` on whose
+/// block size is a multiple of `2^shift`. It exists for every class at least as large as
+/// the alignment: the power of two that ends its doubling qualifies.
+static ALIGNED_CLASS: [[u8; SLAB_SHIFT + 1]; NUM_CLASSES] = {
     let sizes = compute_block_sizes();
-    let mut t = [[0u8; ALIGNED_ROWS]; NUM_CLASSES];
+    let mut t = [[0u8; SLAB_SHIFT + 1]; NUM_CLASSES];
     let mut c = 0;
     while c < NUM_CLASSES {
         let mut shift = 0;
-        while shift < ALIGNED_ROWS {
+        while shift <= SLAB_SHIFT {
             let mut d = c;
             while d < NUM_CLASSES - 1 && sizes[d] % (1u32 << shift) != 0 {
                 d += 1;
