@@ -12,12 +12,12 @@
 //!   `"abort"`, a foreign exception reaching Rust frames aborts.)
 //! - `nothrow` variants return null on failure (without calling the new-handler: it might
 //!   throw, and these functions must not).
-//! - Sized `delete` (`_ZdlPvm` & co.) frees by the stated size with no lookup of the
-//!   block's header; the size the compiler passes is the one it asked `new` for, which maps
-//!   to the same class. One bitmap load first sends pointers hakmem never handed out (a
-//!   program's own `operator new` whose sized `delete` resolves here) to
-//!   [`crate::foreign`]. Debug builds also check the size against the block and abort on a
-//!   mismatch.
+//! - Sized `delete` (`_ZdlPvm` & co.) takes `free`'s fast path
+//!   ([`crate::malloc::free_sized_block`]): the slab map finds the class with one load,
+//!   which is fewer instructions than the stated size once pointers hakmem never handed
+//!   out (a program's own `operator new` whose sized `delete` resolves here) must be sent
+//!   to [`crate::foreign`] anyway. Checked mode, and debug builds, check the size against
+//!   the block and abort on a mismatch.
 //! - Unsized `delete` is `free`.
 
 use crate::malloc::{self, free_block, free_sized_block, MIN_ALIGN};

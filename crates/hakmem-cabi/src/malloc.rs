@@ -176,12 +176,37 @@ fn not_freed(p: *mut u8, why: NotFreed) {
 }
 
 /// `free` for a block whose request `(size, align)` the caller states (C++ sized
-/// `delete`): the class comes from the size, with no lookup of the block's header.
+/// `delete`, C23's `free_sized`).
+///
+/// Plain, this is [`free_block`]'s fast path: the slab map's one load finds the class as
+/// surely as the size would, after the check that keeps foreign pointers out that the
+/// size could not spare (C++ new + sized delete of 32 bytes, callgrind: 58 instructions
+/// with the loop, against 67 by the stated class). Checked mode checks the stated size
+/// against the block; debug builds do in plain mode too.
 ///
 /// # Safety
 /// As for [`free_block`]; a hakmem block was allocated with this `size` and `align`.
 #[inline(always)]
 pub unsafe fn free_sized_block(p: *mut c_void, size: usize, align: usize) {
+    if mode::plain_free() {
+        #[cfg(debug_assertions)]
+        if hakmem_core::in_heap(p.cast()) {
+            check_stated_size(p.cast(), size, align);
+        }
+        // SAFETY: by the caller; what is no live block comes back to `not_freed`.
+        return unsafe { hakmem_core::free_or_else(p.cast(), not_freed) };
+    }
+    // SAFETY: by the caller.
+    unsafe { free_sized_not_plain(p, size, align) }
+}
+
+/// [`free_sized_block`] when checked mode or counting is on (or the mode is undecided).
+///
+/// # Safety
+/// As for [`free_sized_block`].
+#[cold]
+#[inline(never)]
+unsafe fn free_sized_not_plain(p: *mut c_void, size: usize, align: usize) {
     if p.is_null() {
         return;
     }
@@ -192,15 +217,8 @@ pub unsafe fn free_sized_block(p: *mut c_void, size: usize, align: usize) {
         // SAFETY: by the caller.
         return unsafe { free_not_in_chunk(p) };
     }
-    if !mode::plain() {
-        // SAFETY: by the caller.
-        return unsafe { free_sized_in_mode(p, size, align) };
-    }
-    #[cfg(debug_assertions)]
-    check_stated_size(p, size, align);
-    // hakmem-core keeps `errno` on every path of its free that may make a system call.
-    // SAFETY: by the caller, a hakmem block allocated with `(size, align)`.
-    unsafe { hakmem_core::dealloc(p, size, align) }
+    // SAFETY: by the caller.
+    unsafe { free_sized_in_mode(p, size, align) }
 }
 
 /// [`free_sized_block`] of a block outside hakmem's chunks: a sampled block (in the heap

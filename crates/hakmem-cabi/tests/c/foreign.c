@@ -31,6 +31,37 @@ static void free_is_ignored(void) {
     CHECK(malloc_usable_size(g) == 0);
 }
 
+/* The sized frees (C23's free_sized, C++'s sized delete) leave such pointers alone too:
+ * the size they state is no reason to take a block into hakmem's lists. */
+static void sized_free_is_ignored(void) {
+    void (*free_sized)(void *, size_t) =
+        (void (*)(void *, size_t))dlsym(RTLD_DEFAULT, "free_sized");
+    void (*sized_delete)(void *, size_t) =
+        (void (*)(void *, size_t))dlsym(RTLD_DEFAULT, "_ZdlPvm");
+    CHECK(free_sized != NULL && sized_delete != NULL);
+    char *g = glibc_malloc(100);
+    strcpy(g, "glibc");
+    free_sized(g, 100);
+    sized_delete(g, 100);
+    CHECK(strcmp(g, "glibc") == 0);
+    static char in_data[64];
+    free_sized(in_data + 16, 32);
+    sized_delete(in_data + 16, 32);
+    char on_stack[64];
+    sized_delete(on_stack, 64);
+    /* None of them went into a thread cache: the next blocks of those sizes are hakmem's. */
+    void *live[256];
+    for (int i = 0; i < 256; i++) {
+        live[i] = malloc(i % 2 ? 32 : 64);
+        CHECK(live[i] != g && live[i] != in_data + 16 && live[i] != on_stack);
+    }
+    /* hakmem's own blocks are freed, and come back. */
+    for (int i = 0; i < 256; i++) {
+        if (i % 4 < 2) free_sized(live[i], i % 2 ? 32 : 64);
+        else sized_delete(live[i], i % 2 ? 32 : 64);
+    }
+}
+
 static void realloc_copies(void) {
     unsigned char *g = glibc_malloc(1000);
     for (int i = 0; i < 1000; i++) g[i] = (unsigned char)i;
@@ -71,6 +102,7 @@ static void realloc_stops_at_unmapped_memory(void) {
 int main(int argc, char **argv) {
     static const struct named_case cases[] = {
         {"free_is_ignored", free_is_ignored},
+        {"sized_free_is_ignored", sized_free_is_ignored},
         {"realloc_copies", realloc_copies},
         {"realloc_stops_at_unmapped_memory", realloc_stops_at_unmapped_memory},
         {NULL, NULL},
