@@ -5,6 +5,9 @@
 //!
 //! - C rows: `benches/c/pair.c` (`malloc(32)`, `free`) under each allocator's
 //!   `LD_PRELOAD` library, as the C rows of `cargo xtask bench` use them.
+//! - C++ rows: the same program calling `operator new(32)` and sized `operator delete`,
+//!   as a C++ program does: the preloaded library's where it defines them, else
+//!   libstdc++'s, which call `malloc` and `free`.
 //! - Rust rows: the `fixed-size` workload of `bench-hakmem` and `bench-mimalloc` (a
 //!   256-byte block allocated, its ends written and read, freed).
 
@@ -71,7 +74,7 @@ pub fn run(args: PairCountArgs) -> Result<ExitCode> {
             C_SOURCE,
             "pair",
             &["-O2", "-fno-builtin-malloc"],
-            &[],
+            &["-lstdc++"],
         ),
         libhakmem: build_libhakmem(&paths),
         mimalloc3: mimalloc3::build(&paths),
@@ -81,17 +84,21 @@ pub fn run(args: PairCountArgs) -> Result<ExitCode> {
     let pair = built.c_program.clone().map_err(|e| anyhow!(e))?;
     let mut scratch = Scratch::new().map_err(|e| anyhow!(e))?;
     let mut rows = Vec::new();
-    for allocator in Allocator::ALL {
-        eprintln!("counting {} (C pair)", allocator.name());
-        let count = match preload::preload(allocator, &built, &pair) {
-            Err(why) => Err(Outcome::Skipped(why)),
-            Ok(lib) => c_pair(&mut scratch, &pair, lib.as_deref()).map_err(Outcome::Failed),
-        };
-        rows.push(Row {
-            allocator,
-            what: "C malloc(32) + free",
-            count,
-        });
+    for (what, mode) in C_PAIRS {
+        for allocator in Allocator::ALL {
+            eprintln!("counting {} ({what})", allocator.name());
+            let count = match preload::preload(allocator, &built, &pair) {
+                Err(why) => Err(Outcome::Skipped(why)),
+                Ok(lib) => {
+                    c_pair(&mut scratch, &pair, mode, lib.as_deref()).map_err(Outcome::Failed)
+                }
+            };
+            rows.push(Row {
+                allocator,
+                what,
+                count,
+            });
+        }
     }
     for allocator in RUST_ALLOCATORS {
         eprintln!("counting {} (Rust op)", allocator.name());
@@ -117,9 +124,28 @@ pub fn run(args: PairCountArgs) -> Result<ExitCode> {
     })
 }
 
-/// Instructions per `malloc` + `free` pair of the C program under `preload`.
-fn c_pair(scratch: &mut Scratch, pair: &Path, preload: Option<&Path>) -> Result<f64, String> {
-    let mut count = |n: u64| scratch.instructions(pair, &[n.to_string()], preload);
+/// The C program's pairs: the row's label, and the arguments before the loop count.
+const C_PAIRS: [(&str, &[&str]); 2] = [
+    ("C malloc(32) + free", &[]),
+    ("C++ new(32) + sized delete", &["new"]),
+];
+
+/// Instructions per pair of the C program (`mode` its arguments before the count) under
+/// `preload`.
+fn c_pair(
+    scratch: &mut Scratch,
+    pair: &Path,
+    mode: &[&str],
+    preload: Option<&Path>,
+) -> Result<f64, String> {
+    let mut count = |n: u64| {
+        let args: Vec<String> = mode
+            .iter()
+            .map(|a| a.to_string())
+            .chain([n.to_string()])
+            .collect();
+        scratch.instructions(pair, &args, preload)
+    };
     per_step(count(C_LOOPS.0)?, count(C_LOOPS.1)?, C_LOOPS.1 - C_LOOPS.0)
 }
 
