@@ -180,7 +180,7 @@ fn not_freed(p: *mut u8, why: NotFreed) {
 ///
 /// Plain, this is [`free_block`]'s fast path: the slab map's one load finds the class as
 /// surely as the size would, after the check that keeps foreign pointers out that the
-/// size could not spare (C++ new + sized delete of 32 bytes, callgrind: 58 instructions
+/// size could not spare (C++ new + sized delete of 32 bytes, callgrind: 59 instructions
 /// with the loop, against 67 by the stated class). Checked mode checks the stated size
 /// against the block; debug builds do in plain mode too.
 ///
