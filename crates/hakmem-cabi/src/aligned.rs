@@ -13,7 +13,6 @@
 //! hakmem serves alignments up to 2 MiB; larger ones fail with `ENOMEM`.
 
 use crate::malloc::{self, MIN_ALIGN};
-use crate::mode;
 use core::ffi::{c_int, c_void};
 use core::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 
@@ -57,20 +56,11 @@ pub fn memalign_impl(align: usize, size: usize) -> *mut c_void {
 /// the thread's cache when it has one of the class, as `malloc`'s fast path.
 #[inline(always)]
 fn alloc_aligned(size: usize, align: usize) -> *mut c_void {
-    let p = cached(size, align);
+    let p = malloc::cached(size, align);
     if !p.is_null() {
         return p;
     }
     malloc::alloc(size, align)
-}
-
-/// The fast path alone: a block from the thread's cache in plain mode, or null.
-#[inline(always)]
-fn cached(size: usize, align: usize) -> *mut c_void {
-    if mode::plain_alloc() {
-        return hakmem_core::alloc_cached_aligned(size, align).cast();
-    }
-    core::ptr::null_mut()
 }
 
 /// `pvalloc(size)`: whole pages.
@@ -107,7 +97,7 @@ pub unsafe extern "C" fn posix_memalign(out: *mut *mut c_void, align: usize, siz
     if align < core::mem::size_of::<*mut c_void>() || align & (align - 1) != 0 {
         return libc::EINVAL;
     }
-    let mut p = cached(size, align);
+    let mut p = malloc::cached(size, align);
     if p.is_null() {
         p = posix_memalign_slow(size, align);
         if p.is_null() {

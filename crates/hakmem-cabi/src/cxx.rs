@@ -21,7 +21,6 @@
 //! - Unsized `delete` is `free`.
 
 use crate::malloc::{self, free_block, free_sized_block, MIN_ALIGN};
-use crate::mode;
 use core::ffi::{c_void, CStr};
 
 /// The `std::new_handler` type.
@@ -31,15 +30,9 @@ type NewHandler = unsafe extern "C-unwind" fn();
 /// cache, `align` a constant in each caller), then everything else out of line.
 #[inline(always)]
 fn new_impl(size: usize, align: usize) -> *mut c_void {
-    if mode::plain_alloc() {
-        let p = if align <= MIN_ALIGN {
-            hakmem_core::alloc_cached(size)
-        } else {
-            hakmem_core::alloc_cached_aligned(size, align)
-        };
-        if !p.is_null() {
-            return p.cast();
-        }
+    let p = malloc::cached(size, align);
+    if !p.is_null() {
+        return p;
     }
     new_slow(size, align)
 }

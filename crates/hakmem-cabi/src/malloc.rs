@@ -29,6 +29,17 @@ use hakmem_heap_profile as heap_profile;
 /// The alignment of every block `malloc` hands out.
 pub const MIN_ALIGN: usize = hakmem_core::MIN_ALIGN;
 
+/// The fast path alone, for the front ends other than `malloc` (`posix_memalign` & co.,
+/// `operator new`): in plain mode, a block of `size` bytes aligned to `align` from the
+/// thread's cache; null otherwise, or when the cache has none.
+#[inline(always)]
+pub fn cached(size: usize, align: usize) -> *mut c_void {
+    if mode::plain_alloc() {
+        return hakmem_core::alloc_cached_aligned(size, align).cast();
+    }
+    null_mut()
+}
+
 /// Allocate, without touching `errno` (null on failure).
 #[inline(always)]
 pub fn alloc_or_null(size: usize, align: usize) -> *mut c_void {
@@ -217,8 +228,16 @@ unsafe fn free_sized_not_plain(p: *mut c_void, size: usize, align: usize) {
         // SAFETY: by the caller.
         return unsafe { free_not_in_chunk(p) };
     }
-    // SAFETY: by the caller.
-    unsafe { free_sized_in_mode(p, size, align) }
+    let _errno = errno::Preserve::new();
+    stats::on_free(p);
+    if mode::checked() {
+        // SAFETY: by the caller; misuse, a stated size included, is reported.
+        return unsafe { Checked::dealloc(p, size, align) };
+    }
+    #[cfg(debug_assertions)]
+    check_stated_size(p, size, align);
+    // SAFETY: by the caller, a hakmem block allocated with `(size, align)`.
+    unsafe { hakmem_core::dealloc(p, size, align) }
 }
 
 /// [`free_sized_block`] of a block outside hakmem's chunks: a sampled block (in the heap
@@ -236,25 +255,6 @@ unsafe fn free_not_in_chunk(p: *mut u8) {
         return unsafe { heap_profile::free_sampled(p) };
     }
     foreign::free(p)
-}
-
-/// [`free_sized_block`] of a block in hakmem's memory, checked and / or counted.
-///
-/// # Safety
-/// As for [`free_sized_block`].
-#[cold]
-#[inline(never)]
-unsafe fn free_sized_in_mode(p: *mut u8, size: usize, align: usize) {
-    let _errno = errno::Preserve::new();
-    stats::on_free(p);
-    if mode::checked() {
-        // SAFETY: by the caller; misuse, a stated size included, is reported.
-        return unsafe { Checked::dealloc(p, size, align) };
-    }
-    #[cfg(debug_assertions)]
-    check_stated_size(p, size, align);
-    // SAFETY: by the caller, a hakmem block allocated with `(size, align)`.
-    unsafe { hakmem_core::dealloc(p, size, align) }
 }
 
 /// Debug builds: abort when a stated size does not match the block's class.

@@ -248,12 +248,13 @@ fn class_for_aligned(size: usize, align: usize) -> Option<Class> {
         // load the block waits for.
         return Some(Class(ALIGNED_TABLE[aligned_slot(shift, size)] as usize));
     }
-    class_for_aligned_mid(size, align)
+    class_for_aligned_mid(size, align, shift)
 }
 
-/// [`class_for_aligned`] past [`TABLE_MAX`] bytes or [`SLAB_SIZE`] alignment.
+/// [`class_for_aligned`] past [`TABLE_MAX`] bytes or [`SLAB_SIZE`] alignment (`align` is
+/// `2^shift`).
 #[inline]
-fn class_for_aligned_mid(size: usize, align: usize) -> Option<Class> {
+fn class_for_aligned_mid(size: usize, align: usize, shift: usize) -> Option<Class> {
     let s = if size > align { size } else { align };
     if s > MAX_SMALL_SIZE {
         return None;
@@ -261,7 +262,6 @@ fn class_for_aligned_mid(size: usize, align: usize) -> Option<Class> {
     if align > SLAB_SIZE {
         return class_of_size(s.next_power_of_two());
     }
-    let shift = align.trailing_zeros() as usize;
     Some(Class(
         ALIGNED_CLASS[class_of_mid(s).index()][shift] as usize,
     ))
