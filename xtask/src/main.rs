@@ -7,6 +7,7 @@ mod fuzz;
 mod install;
 mod pair_count;
 mod profile;
+mod programs;
 mod shared;
 mod soak;
 
@@ -25,6 +26,9 @@ struct Cli {
 enum Task {
     /// Compare hakmem with mimalloc, jemalloc and the system allocator.
     Bench(bench::BenchArgs),
+    /// Programs we did not write (CPython, SQLite, Perl, awk, sort, gcc) under each
+    /// allocator's LD_PRELOAD library: time and peak RSS.
+    Programs(programs::ProgramsArgs),
     /// Instructions of one malloc + free pair per allocator, counted by callgrind.
     PairCount(pair_count::PairCountArgs),
     /// Install libhakmem.so (versioned soname), hakmem.h and hakmem.pc under a prefix.
@@ -74,6 +78,7 @@ fn main() -> ExitCode {
     match Cli::parse().task {
         Task::Bench(args) => finish(bench::run(args)),
         Task::PairCount(args) => finish(pair_count::run(args)),
+        Task::Programs(args) => finish(programs::run(args)),
         Task::Soak(args) => finish(soak::run(args)),
         Task::Install { prefix } => finish(install::run(&prefix).map(|()| ExitCode::SUCCESS)),
         Task::Profile(args) => finish(profile::run(args)),

@@ -14,7 +14,7 @@ pub mod preload;
 mod report;
 mod run;
 mod summary;
-mod warm;
+pub mod warm;
 
 use std::process::ExitCode;
 use std::time::Duration;

@@ -72,7 +72,7 @@ fn signal_name(signal: i32) -> &'static str {
     }
 }
 
-fn last_lines(text: &str, n: usize) -> String {
+pub fn last_lines(text: &str, n: usize) -> String {
     let lines: Vec<&str> = text.lines().collect();
     lines[lines.len().saturating_sub(n)..].join(" | ")
 }
