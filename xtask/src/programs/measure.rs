@@ -119,3 +119,55 @@ fn digest(path: &Path) -> Result<u64, String> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bench::build::compile_c;
+    use crate::bench::warm::warm;
+    use crate::shared::Paths;
+
+    static SH: Program = Program {
+        name: "sh",
+        what: "a shell line",
+        executable: "sh",
+        args: &[Arg::Literal("-c"), Arg::Literal("echo hi")],
+        stdin: None,
+        env: &[],
+    };
+    static SH_OTHER: Program = Program {
+        args: &[Arg::Literal("-c"), Arg::Literal("echo ho")],
+        ..SH
+    };
+    static SH_FAILS: Program = Program {
+        args: &[Arg::Literal("-c"), Arg::Literal("exit 3")],
+        ..SH
+    };
+
+    /// The peak RSS reported is the program's, not that of the harness, which has
+    /// touched 256 MiB here (as its warm-up does before every run): a program spawned
+    /// directly from this process would report at least that.
+    #[test]
+    fn a_run_reports_its_own_peak_rss_and_output() {
+        let paths = Paths::new();
+        let timed = compile_c(&paths, "benches/c/timed.c", "timed", &["-O2"], &[]).unwrap();
+        let scratch = paths.bench().join("programs-test");
+        std::fs::create_dir_all(&scratch).unwrap();
+        let inputs = Inputs {
+            timed: &timed,
+            root: &paths.root,
+            text: Path::new("/dev/null"),
+            scratch: &scratch,
+        };
+        let sh = super::super::list::find_executable("sh").unwrap();
+        let run = |p: &Program| once(&sh, p, None, Allocator::System, &inputs);
+        warm(256);
+        let a = run(&SH).unwrap();
+        assert!(a.max_rss_kb > 0 && a.max_rss_kb < 64 << 10, "{a:?}");
+        assert!(a.secs > 0.0);
+        assert_eq!(a.output, run(&SH).unwrap().output);
+        assert_ne!(a.output, run(&SH_OTHER).unwrap().output);
+        let failed = run(&SH_FAILS).unwrap_err();
+        assert!(failed.contains("sh under system"), "{failed}");
+    }
+}
