@@ -4,9 +4,10 @@
 //! contain; these show what a user who preloads hakmem into a tool they already have
 //! gets.
 //!
-//! A run is timed from spawn to exit; its peak RSS is `ru_maxrss` from `wait4` (the
-//! largest process of the run: for `gcc`, `cc1`). Each program's output must be the same
-//! under every allocator, so a broken run is a failure, not a fast row.
+//! Each run is started by `benches/c/timed.c`, which times it from fork to exit and
+//! takes its peak RSS, `ru_maxrss` from `wait4` (the largest process of the run: for
+//! `gcc`, `cc1`). Each program's output must be the same under every allocator, so a
+//! broken run is a failure, not a fast row.
 
 mod list;
 mod measure;
@@ -68,26 +69,7 @@ pub fn run(args: ProgramsArgs) -> Result<ExitCode> {
     let machine = Machine::now();
     let programs = list::select(&args.program)?;
     let allocators = unique_or_all(&args.allocator, &Allocator::ALL);
-    let built = Built {
-        rust_bins: paths.release(),
-        c_program: compile_c(
-            &paths,
-            "benches/c/workloads.c",
-            "c-workloads",
-            &["-O2", "-pthread"],
-            &["-lm"],
-        ),
-        libhakmem: build_libhakmem(&paths),
-        mimalloc3: mimalloc3::build(&paths),
-        musl: Err("not used".to_string()),
-        baseline: None,
-    };
-    // Every library is checked to take over `malloc` (with the C workload program).
-    let c_program = built.c_program.clone().map_err(|e| anyhow!(e))?;
-    let preloads: Vec<(Allocator, Result<Option<PathBuf>, String>)> = allocators
-        .iter()
-        .map(|&a| (a, preload::preload(a, &built, &c_program)))
-        .collect();
+    let preloads = libraries(&paths, &allocators)?;
     let timed =
         compile_c(&paths, "benches/c/timed.c", "timed", &["-O2"], &[]).map_err(|e| anyhow!(e))?;
     let scratch = paths.bench().join("programs");
@@ -108,7 +90,7 @@ pub fn run(args: ProgramsArgs) -> Result<ExitCode> {
     }
     print!("\n{}", report::terminal(&rows));
     if args.write_docs {
-        report::write_docs(&paths, &machine, args.runs, &rows)?;
+        report::write_docs(&paths, &machine, &args, &rows)?;
     }
     let failed = rows
         .iter()
@@ -118,6 +100,32 @@ pub fn run(args: ProgramsArgs) -> Result<ExitCode> {
     } else {
         ExitCode::SUCCESS
     })
+}
+
+/// An allocator's `LD_PRELOAD` library (`None`: the system allocator), or why it has none.
+type Preload = Result<Option<PathBuf>, String>;
+
+/// Each allocator's library, checked to take over `malloc` (with the C workload program).
+fn libraries(paths: &Paths, allocators: &[Allocator]) -> Result<Vec<(Allocator, Preload)>> {
+    let built = Built {
+        rust_bins: paths.release(),
+        c_program: compile_c(
+            paths,
+            "benches/c/workloads.c",
+            "c-workloads",
+            &["-O2", "-pthread"],
+            &["-lm"],
+        ),
+        libhakmem: build_libhakmem(paths),
+        mimalloc3: mimalloc3::build(paths),
+        musl: Err("not used".to_string()),
+        baseline: None,
+    };
+    let c_program = built.c_program.clone().map_err(|e| anyhow!(e))?;
+    Ok(allocators
+        .iter()
+        .map(|&a| (a, preload::preload(a, &built, &c_program)))
+        .collect())
 }
 
 /// Where a run finds its inputs and leaves its output.
@@ -132,7 +140,7 @@ pub struct Inputs<'a> {
 /// `args.runs` rounds of `program` under each allocator in turn; a row per allocator.
 fn run_program(
     program: &'static Program,
-    preloads: &[(Allocator, Result<Option<PathBuf>, String>)],
+    preloads: &[(Allocator, Preload)],
     inputs: &Inputs,
     args: &ProgramsArgs,
 ) -> Vec<Row> {
@@ -172,20 +180,27 @@ fn run_program(
         .collect()
 }
 
-/// Every run of a program must print the same as the first: a run whose output differs
-/// makes its allocator's row a failure.
+/// Every run of a program must print the same: the output most runs printed is taken as
+/// right, and a row with a run that printed anything else fails.
 fn check_outputs(rows: &mut [Result<Vec<Sample>, NoFigure>]) {
-    let first = rows
-        .iter()
-        .filter_map(|r| r.as_ref().ok())
-        .find_map(|s| s.first())
-        .map(|s| s.output);
-    let Some(first) = first else { return };
+    let mut counts: Vec<(u64, usize)> = Vec::new();
+    for sample in rows.iter().flatten().flatten() {
+        match counts
+            .iter_mut()
+            .find(|(digest, _)| *digest == sample.output)
+        {
+            Some((_, n)) => *n += 1,
+            None => counts.push((sample.output, 1)),
+        }
+    }
+    let Some(&(right, _)) = counts.iter().max_by_key(|(_, n)| *n) else {
+        return;
+    };
     for row in rows.iter_mut() {
         if let Ok(samples) = row {
-            if samples.iter().any(|s| s.output != first) {
+            if samples.iter().any(|s| s.output != right) {
                 *row = Err(NoFigure::Failed(
-                    "its output differs from the other runs'".to_string(),
+                    "its output differs from most runs'".to_string(),
                 ));
             }
         }
@@ -206,14 +221,16 @@ mod tests {
 
     #[test]
     fn a_run_with_other_output_fails_its_row() {
+        // The odd one out fails, even when it comes first.
         let mut rows = vec![
+            Ok(vec![sample(8), sample(7)]),
             Err(NoFigure::Skipped("none".to_string())),
             Ok(vec![sample(7), sample(7)]),
-            Ok(vec![sample(7), sample(8)]),
+            Ok(vec![sample(7)]),
         ];
         check_outputs(&mut rows);
-        assert!(rows[0].is_err());
-        assert!(rows[1].is_ok());
-        assert!(matches!(rows[2], Err(NoFigure::Failed(_))));
+        assert!(matches!(rows[0], Err(NoFigure::Failed(_))));
+        assert!(matches!(rows[1], Err(NoFigure::Skipped(_))));
+        assert!(rows[2].is_ok() && rows[3].is_ok());
     }
 }

@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 use anyhow::Result;
 
 use super::list::PROGRAMS;
-use super::{NoFigure, Row};
+use super::{NoFigure, ProgramsArgs, Row};
 use crate::shared::docs::{machine_line, write_marked};
 use crate::shared::machine::{first_line, Machine};
 use crate::shared::stats::median;
@@ -18,11 +18,11 @@ const SECTION: &str = "programs";
 const PAGE: &str = "docs/BENCHMARKS.md";
 
 const METHOD: &str = "Method: each round runs every program once under each allocator in \
-    turn, after touching and freeing 512 MiB in huge pages (as `cargo xtask bench` does); \
-    a run is timed from spawn to exit, start-up and exit included, with `LC_ALL=C`. Peak \
+    turn, after touching and freeing memory in huge pages (as `cargo xtask bench` does); \
+    a run is timed from fork to exit, start-up and exit included, with `LC_ALL=C`. Peak \
     RSS is `ru_maxrss` from `wait4`: that of the run's largest process (for `gcc`, \
     `cc1`). Every run's standard output must be the same as the first's, else the row \
-    fails. \"x fastest\" is a median over the fastest competitor's median (the profile rows \
+    fails (the output most runs printed is taken as right). \"x fastest\" is a median over the fastest competitor's median (the profile rows \
     `hakmem-balanced` and `hakmem-lean` are not competitors), \"x least\" the same for \
     peak RSS; the geometric means are over the programs every listed allocator ran.";
 
@@ -189,7 +189,12 @@ fn markdown<const N: usize>(rows: &[[String; N]]) -> String {
     out
 }
 
-pub fn write_docs(paths: &Paths, machine: &Machine, runs: usize, rows: &[Row]) -> Result<()> {
+pub fn write_docs(
+    paths: &Paths,
+    machine: &Machine,
+    args: &ProgramsArgs,
+    rows: &[Row],
+) -> Result<()> {
     let mut out = String::new();
     let _ = writeln!(
         out,
@@ -198,8 +203,9 @@ pub fn write_docs(paths: &Paths, machine: &Machine, runs: usize, rows: &[Row]) -
     );
     let _ = writeln!(
         out,
-        "`cargo xtask {}` at commit `{}`, {} (UTC), {runs} rounds.\n",
-        machine.command, machine.git_commit, machine.started
+        "`cargo xtask {}` at commit `{}`, {} (UTC), {} rounds, {} MiB warmed before each \
+         run.\n",
+        machine.command, machine.git_commit, machine.started, args.runs, args.warm
     );
     let gcc = first_line("gcc", &["--version"]);
     let _ = writeln!(out, "{}\n", machine_line(machine, &[&gcc]));
