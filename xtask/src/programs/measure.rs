@@ -14,7 +14,7 @@ use crate::shared::{Allocator, Profile};
 
 #[derive(Clone, Copy, Debug)]
 pub struct Sample {
-    /// Wall-clock seconds from spawn to exit.
+    /// Wall-clock seconds from fork to exit, as `timed` took them.
     pub secs: f64,
     /// `ru_maxrss` of the run: the peak RSS of its largest process, in KiB.
     pub max_rss_kb: u64,
@@ -34,6 +34,8 @@ pub fn once(
     let out_path = inputs.scratch.join("stdout");
     let err_path = inputs.scratch.join("stderr");
     let result_path = inputs.scratch.join("result");
+    // A run that writes no result must not be read as the previous one.
+    let _ = std::fs::remove_file(&result_path);
     let mut cmd = command(&result_path, executable, program, inputs)?;
     if let Some(lib) = preload {
         cmd.env("TIMED_PRELOAD", lib);
