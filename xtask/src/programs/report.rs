@@ -10,7 +10,7 @@ use crate::shared::docs::{machine_line, write_marked};
 use crate::shared::machine::{first_line, Machine};
 use crate::shared::stats::median;
 use crate::shared::table::{align, mib};
-use crate::shared::{Allocator, Paths};
+use crate::shared::{unique_or_all, Allocator, Paths};
 
 /// The section's name: its markers are `<!-- programs:begin -->` and
 /// `<!-- programs:end -->`.
@@ -21,10 +21,11 @@ const METHOD: &str = "Method: each round runs every program once under each allo
     turn, after touching and freeing memory in huge pages (as `cargo xtask bench` does); \
     a run is timed from fork to exit, start-up and exit included, with `LC_ALL=C`. Peak \
     RSS is `ru_maxrss` from `wait4`: that of the run's largest process (for `gcc`, \
-    `cc1`). Every run's standard output must be the same as the first's, else the row \
-    fails (the output most runs printed is taken as right). \"x fastest\" is a median over the fastest competitor's median (the profile rows \
-    `hakmem-balanced` and `hakmem-lean` are not competitors), \"x least\" the same for \
-    peak RSS; the geometric means are over the programs every listed allocator ran.";
+    `cc1`). A row fails if any of its runs printed other than what most runs of the \
+    program printed. \"x fastest\" is a median over the fastest competitor's median \
+    (the profile rows `hakmem-balanced` and `hakmem-lean` are not competitors), \
+    \"x least\" the same for peak RSS; the geometric means are over the programs every \
+    listed allocator ran.";
 
 /// The figures of a row: median seconds, min and max, median peak RSS (KiB).
 struct Figures {
@@ -112,15 +113,8 @@ fn no_figure(why: String) -> [String; 5] {
 /// Per allocator, the geometric means of "x fastest" and "x least" over the programs
 /// that every allocator of the run has figures for.
 fn means(rows: &[Row]) -> Vec<(Allocator, f64, f64, usize)> {
-    let allocators: Vec<Allocator> =
-        rows.iter()
-            .map(|r| r.allocator)
-            .fold(Vec::new(), |mut v, a| {
-                if !v.contains(&a) {
-                    v.push(a);
-                }
-                v
-            });
+    let listed: Vec<Allocator> = rows.iter().map(|r| r.allocator).collect();
+    let allocators = unique_or_all(&listed, &[]);
     let complete: Vec<Vec<&Row>> = PROGRAMS
         .iter()
         .map(|p| rows.iter().filter(|r| r.program.name == p.name).collect())
