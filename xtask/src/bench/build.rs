@@ -44,13 +44,7 @@ pub fn build(
     Ok(Built {
         rust_bins,
         c_program: if want_c {
-            compile_c(
-                paths,
-                C_SOURCE,
-                "c-workloads",
-                &["-O2", "-pthread"],
-                &["-lm"],
-            )
+            c_workloads(paths)
         } else {
             not_selected()
         },
@@ -73,6 +67,18 @@ pub fn build(
             .map(|rev| baseline::build(paths, rev))
             .transpose()?,
     })
+}
+
+/// The C workload program (`target/bench/c-workloads`), or why there is none; its
+/// `--which-malloc` is what [`super::preload`] checks each library with.
+pub fn c_workloads(paths: &Paths) -> Result<PathBuf, String> {
+    compile_c(
+        paths,
+        C_SOURCE,
+        "c-workloads",
+        &["-O2", "-pthread"],
+        &["-lm"],
+    )
 }
 
 /// `cargo build --release -p hakmem-cabi`: `libhakmem.so`, or why there is none.

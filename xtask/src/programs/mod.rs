@@ -19,7 +19,7 @@ use std::process::ExitCode;
 use anyhow::{anyhow, Result};
 use clap::Args;
 
-use crate::bench::build::{build_libhakmem, compile_c, Built};
+use crate::bench::build::{build_libhakmem, c_workloads, compile_c, Built};
 use crate::bench::{mimalloc3, preload, warm};
 use crate::shared::machine::Machine;
 use crate::shared::{unique_or_all, Allocator, Paths};
@@ -109,13 +109,7 @@ type Preload = Result<Option<PathBuf>, String>;
 fn libraries(paths: &Paths, allocators: &[Allocator]) -> Result<Vec<(Allocator, Preload)>> {
     let built = Built {
         rust_bins: paths.release(),
-        c_program: compile_c(
-            paths,
-            "benches/c/workloads.c",
-            "c-workloads",
-            &["-O2", "-pthread"],
-            &["-lm"],
-        ),
+        c_program: c_workloads(paths),
         libhakmem: build_libhakmem(paths),
         mimalloc3: mimalloc3::build(paths),
         musl: Err("not used".to_string()),
