@@ -247,28 +247,43 @@ pub fn class_of_table_size(size: usize) -> Class {
     Class(SMALL_TABLE[(size + 15) >> 4] as usize)
 }
 
+/// Per doubling `(2^msb, 2^(msb+1)]` (`msb` up to 31, so that a mask bounds the index):
+/// the class of its first quarter when there is no plus class or the size is past it,
+/// and the largest size its plus class takes ([`PLUS`]; `2^msb`, which no size of the
+/// doubling is at most, where it has none). From `msb = 10` (sizes over 1 KiB) on.
+static MID_DOUBLING: [(u32, u32); 32] = {
+    let mut t = [(0u32, 0u32); 32];
+    let mut msb = 10;
+    while msb < 32 {
+        // The doubling (128, 256] starts at class 8, four classes each after it, and the
+        // plus classes of the doublings from 1 KiB up to this one.
+        let plus_upto = if msb + 1 - 10 < 4 { msb + 1 - 10 } else { 4 };
+        let base = 1u32 << msb;
+        let limit = if has_plus(msb as u32) {
+            plus_size(base)
+        } else {
+            base
+        };
+        t[msb] = ((8 + (msb - 7) * 4 + plus_upto) as u32, limit);
+        msb += 1;
+    }
+    t
+};
+
 /// Class for `TABLE_MAX < size <= MAX_SMALL_SIZE`: four classes per doubling, and a plus
-/// class first in the doublings of [`PLUS`].
+/// class first in the doublings of [`PLUS`] (a size that fits it is in the first
+/// quarter: its room is at most 64 bytes, a quarter at least 256), one load and no
+/// branch. A branch on whether the doubling has one went each way at random in
+/// `mid-large` (8..32 KiB), and the arithmetic kept `dealloc` from being inlined.
 #[inline]
 fn class_of_mid(size: usize) -> Class {
     let s = size - 1;
     // `size` is in (2^msb, 2^(msb+1)], and in this quarter of it:
     let msb = (usize::BITS - 1 - s.leading_zeros()) as usize;
     let quarter = (s >> (msb - 2)) & 3;
-    // Sizes here are over 1 KiB, so `msb >= 10 = PLUS.start()`: the plus classes of the
-    // doublings below this one come before it.
-    let plus_below = (msb - *PLUS.start() as usize).min(PLUS.clone().count());
-    // The doubling (128, 256] starts at class 8: at most 8 + (19 - 7) * 4 + 4 + 3 = 63
-    // for sizes up to 1 MiB.
-    let first = 8 + (msb - 7) * 4 + plus_below;
-    if has_plus(msb as u32) {
-        // A size that fits the plus class is in the first quarter (its room is at most
-        // 64 bytes, a quarter at least 256).
-        let in_plus = size <= plus_size(1 << msb) as usize;
-        Class(first + quarter + 1 - in_plus as usize)
-    } else {
-        Class(first + quarter)
-    }
+    let (first, plus_limit) = MID_DOUBLING[msb & 31];
+    // At most 63 for sizes up to 1 MiB (the table's last doubling starts at class 60).
+    Class(first as usize + quarter - (size <= plus_limit as usize) as usize)
 }
 
 /// The class of a request `(size, align)`, or `None` when it must be a large mapping.
