@@ -193,6 +193,29 @@ static uint64_t many_threads(uint64_t ops) {
     return churn_threads(ops, 16, 256, (sizes_t){ 16, 4096 });
 }
 
+/* ---- pages: 4000 slots of a power of two from 1 to 8 KiB plus a header (churn.rs) ---- */
+
+/* 4 KiB half the time, 1 KiB a quarter, 2 and 8 KiB an eighth each; plus 8, 16, 32 or 64. */
+static size_t page_size(rng_t *rng) {
+    static const size_t PAGES[] = { 4096, 4096, 4096, 4096, 1024, 1024, 2048, 8192 };
+    static const size_t HEADERS[] = { 8, 16, 32, 64 };
+    size_t page = PAGES[rng_below(rng, sizeof PAGES / sizeof *PAGES)];
+    return page + HEADERS[rng_below(rng, sizeof HEADERS / sizeof *HEADERS)];
+}
+
+static uint64_t pages(uint64_t ops) {
+    enum { SLOTS = 4000 };
+    void **slots = calloc(SLOTS, sizeof(void *));
+    rng_t rng = rng_new(0);
+    for (uint64_t i = 0; i < ops; i++) {
+        void **slot = &slots[rng_below(&rng, SLOTS)];
+        block_free(*slot);
+        *slot = block_new(page_size(&rng));
+    }
+    free_slots(slots, SLOTS);
+    return ops;
+}
+
 /* ---- fixed size: malloc and free one 256-byte block, over and over ---- */
 
 static uint64_t fixed_size(uint64_t ops) {
@@ -635,6 +658,7 @@ static const workload_t WORKLOADS[] = {
     { "c-mid-large", 5000000, mid_large },
     { "c-wide-churn", 5000000, wide_churn },
     { "c-many-threads", 8000000, many_threads },
+    { "c-pages", 5000000, pages },
     { "c-batch-fwd", 1000000, batch_fwd },
     { "c-batch-rev", 1000000, batch_rev },
     { "c-batch-rand", 1000000, batch_rand },

@@ -44,6 +44,29 @@ pub fn large(ops: u64) -> u64 {
     churn_threads(ops, 1, 16, (64 << 10, 4 << 20))
 }
 
+/// One thread, 4000 slots of pages with a header, as a database's page cache or an I/O
+/// layer's buffers ask for them (SQLite's pages are 4096 + 8 bytes): a power of two from
+/// 1 to 8 KiB ([`page_size`]) plus 8, 16, 32 or 64 bytes.
+pub fn pages(ops: u64) -> u64 {
+    const SLOTS: usize = 4000;
+    let mut slots = empty_slots(SLOTS);
+    let mut rng = Rng::new(0);
+    for _ in 0..ops {
+        let slot = &mut slots[rng.below(SLOTS)];
+        drop(slot.take());
+        *slot = Some(Block::new(page_size(&mut rng)));
+    }
+    ops
+}
+
+/// 4 KiB half the time, 1 KiB a quarter, 2 and 8 KiB an eighth each; a header of 8, 16,
+/// 32 or 64 bytes on top.
+fn page_size(rng: &mut Rng) -> usize {
+    const PAGES: [usize; 8] = [4096, 4096, 4096, 4096, 1024, 1024, 2048, 8192];
+    const HEADERS: [usize; 4] = [8, 16, 32, 64];
+    PAGES[rng.below(PAGES.len())] + HEADERS[rng.below(HEADERS.len())]
+}
+
 /// Sixteen threads at once (a pool of workers), each churning 256 slots of 16 B..4 KiB
 /// of its own: what each thread costs beside the blocks it holds.
 pub fn many_threads(ops: u64) -> u64 {

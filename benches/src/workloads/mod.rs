@@ -140,6 +140,7 @@ pub const WORKLOADS: &[Workload] = &[
     Workload::bench("large", 300_000, Run::Once(churn::large)),
     Workload::bench("thread-churn", 5_000_000, Run::Once(churn::thread_churn)),
     Workload::bench("many-threads", 8_000_000, Run::Once(churn::many_threads)),
+    Workload::bench("pages", 5_000_000, Run::Once(churn::pages)),
     Workload::bench("batch-fwd", 1_000_000, Run::Once(batch::forward)),
     Workload::bench("batch-rev", 1_000_000, Run::Once(batch::reverse)),
     Workload::bench("batch-rand", 1_000_000, Run::Once(batch::random)),
