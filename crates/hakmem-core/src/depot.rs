@@ -10,8 +10,8 @@
 //! owner while it is in the depot; whoever allocates it and frees it later gives it back
 //! as any block of another thread's slab.
 //!
-//! The depot holds at most [`DEPTH`] batches and [`MAX_BYTES`] a class (it serves 40
-//! classes: at most 80 MiB in all); what does not fit goes back to its slabs as before.
+//! The depot holds at most [`DEPTH`] batches and [`MAX_BYTES`] a class (it serves 44
+//! classes: at most 88 MiB in all); what does not fit goes back to its slabs as before.
 //! [`crate::heap::Heap::maintain`] (balanced and lean, once per retention period), the
 //! background return once every thread is idle ([`crate::heap::upkeep_idle_heaps`]) and
 //! `trim` empty it into the slabs, so that its blocks do not keep slabs from being given

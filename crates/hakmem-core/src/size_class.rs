@@ -15,7 +15,8 @@
 //! - up to 128 B: at most 15 bytes (a 17 B request in a 32 B block is the worst ratio, 47 %);
 //! - above 128 B: under 20 % up to 4 KiB (a 129 B request in a 160 B block wastes
 //!   31/160 = 19.4 %, a 1281 B request in 1536 B wastes 255/1536 = 16.6 %, the bound is
-//!   (step - 1) / block with step = block / 5 at the first class of each doubling), and
+//!   (step - 1) / block with step = block / 5 at the first quarter class of each
+//!   doubling), and
 //!   under 21 % over it, where blocks carry [`COLOUR`] (a 16385 B request in 20544 B
 //!   wastes 4159/20544 = 20.2 %); a request of a power of two plus up to [`PLUS`]'s
 //!   header room from 1 KiB to 8 KiB wastes under 2 % (a 4097 B one in 4160 B, 1.5 %).
@@ -118,7 +119,8 @@ impl<T> core::ops::IndexMut<Class> for PerClass<T> {
     }
 }
 
-/// Bytes added to every class over 4 KiB that is not a power of two ([`BLOCK_SIZE`]).
+/// Bytes added to every quarter-step class over 4 KiB that is not a power of two
+/// ([`BLOCK_SIZE`]; the plus classes, [`PLUS`], have their own room).
 ///
 /// Without them those classes are multiples of 4 KiB (6, 12, 20, 24, 28 KiB) or of 1 or
 /// 2 KiB, so the blocks of a slab all start at the same one, two or four offsets in a page,
@@ -150,8 +152,8 @@ const COLOUR: u32 = 64;
 /// the shim in docs/BENCHMARKS.md); with four classes per doubling they took 5184 and
 /// 1280 B blocks, a fifth of each wasted. Up to 8 KiB, where pages and I/O buffers are;
 /// one class per doubling more, each with its own slabs, costs a program that touches
-/// it up to a slab of RSS. 16 + 4 doublings, the most the thread cache's mask of
-/// classes allows ([`NUM_CLASSES`] is 64).
+/// it up to a slab of RSS. Four doublings: 60 classes and these 4 are the most the
+/// thread cache's mask of classes allows ([`NUM_CLASSES`] is 64).
 ///
 /// (`min(2^k / 64, 64)` keeps them multiples of 16, and 4160 and 8256 are an odd number
 /// of lines, so their blocks start on every line of a page, as [`COLOUR`] arranges for
@@ -253,11 +255,16 @@ pub fn class_of_table_size(size: usize) -> Class {
 /// doubling is at most, where it has none). From `msb = 10` (sizes over 1 KiB) on.
 static MID_DOUBLING: [(u32, u32); 32] = {
     let mut t = [(0u32, 0u32); 32];
-    let mut msb = 10;
+    let mut msb = TABLE_MAX.trailing_zeros() as usize;
     while msb < 32 {
         // The doubling (128, 256] starts at class 8, four classes each after it, and the
         // plus classes of the doublings from 1 KiB up to this one.
-        let plus_upto = if msb + 1 - 10 < 4 { msb + 1 - 10 } else { 4 };
+        let (first_plus, last_plus) = (*PLUS.start() as usize, *PLUS.end() as usize);
+        let plus_upto = if msb <= last_plus {
+            msb + 1 - first_plus
+        } else {
+            last_plus + 1 - first_plus
+        };
         let base = 1u32 << msb;
         let limit = if has_plus(msb as u32) {
             plus_size(base)
@@ -277,12 +284,14 @@ static MID_DOUBLING: [(u32, u32); 32] = {
 /// `mid-large` (8..32 KiB), and the arithmetic kept `dealloc` from being inlined.
 #[inline]
 fn class_of_mid(size: usize) -> Class {
+    // Below, the table's entries are zero and the index would wrap: no class.
+    debug_assert!(size > TABLE_MAX && size <= MAX_SMALL_SIZE);
     let s = size - 1;
     // `size` is in (2^msb, 2^(msb+1)], and in this quarter of it:
     let msb = (usize::BITS - 1 - s.leading_zeros()) as usize;
     let quarter = (s >> (msb - 2)) & 3;
     let (first, plus_limit) = MID_DOUBLING[msb & 31];
-    // At most 63 for sizes up to 1 MiB (the table's last doubling starts at class 60).
+    // At most 63 for sizes up to 1 MiB (whose doubling starts at class 60).
     Class(first as usize + quarter - (size <= plus_limit as usize) as usize)
 }
 

@@ -195,7 +195,7 @@ static SPAN: PerClass<u8> = {
     PerClass(t)
 };
 
-/// Whether blocks of class `c` are *wide*: over 8 KiB, a slab of 2 to 6 of them (up to
+/// Whether blocks of class `c` are *wide*: over 8 KiB, a slab of 2 to 7 of them (up to
 /// 32 KiB) or a span of several slabs. They never share a superslab with the smaller
 /// ones ([`SuperSlab::holds_wide`]).
 #[inline]
