@@ -171,6 +171,12 @@ const fn has_plus(shift: u32) -> bool {
     shift >= *PLUS.start() && shift <= *PLUS.end()
 }
 
+/// Whether `block` is a plus class's size.
+const fn is_plus(block: u32) -> bool {
+    let base = block.next_power_of_two() / 2;
+    has_plus(base.trailing_zeros()) && block == plus_size(base)
+}
+
 const fn compute_block_sizes() -> [u32; NUM_CLASSES] {
     let mut out = [0u32; NUM_CLASSES];
     let mut i = 0;
@@ -252,26 +258,25 @@ pub fn class_of_table_size(size: usize) -> Class {
 /// Per doubling `(2^msb, 2^(msb+1)]` (`msb` up to 31, so that a mask bounds the index):
 /// the class of its first quarter when there is no plus class or the size is past it,
 /// and the largest size its plus class takes ([`PLUS`]; `2^msb`, which no size of the
-/// doubling is at most, where it has none). From `msb = 10` (sizes over 1 KiB) on.
+/// doubling is at most, where it has none). From `msb = 10` (sizes over 1 KiB) on; those
+/// past 1 MiB, never read, hold the last class.
 static MID_DOUBLING: [(u32, u32); 32] = {
+    let sizes = compute_block_sizes();
     let mut t = [(0u32, 0u32); 32];
     let mut msb = TABLE_MAX.trailing_zeros() as usize;
+    let mut c = 0;
     while msb < 32 {
-        // The doubling (128, 256] starts at class 8, four classes each after it, and the
-        // plus classes of the doublings from 1 KiB up to this one.
-        let (first_plus, last_plus) = (*PLUS.start() as usize, *PLUS.end() as usize);
-        let plus_upto = if msb <= last_plus {
-            msb + 1 - first_plus
-        } else {
-            last_plus + 1 - first_plus
-        };
+        // Taken from the block sizes, so the layout is written once: the doubling's first
+        // class, and past it when that is a plus class.
         let base = 1u32 << msb;
-        let limit = if has_plus(msb as u32) {
-            plus_size(base)
+        while c < NUM_CLASSES - 1 && sizes[c] <= base {
+            c += 1;
+        }
+        t[msb] = if is_plus(sizes[c]) {
+            ((c + 1) as u32, sizes[c])
         } else {
-            base
+            (c as u32, base)
         };
-        t[msb] = ((8 + (msb - 7) * 4 + plus_upto) as u32, limit);
         msb += 1;
     }
     t
@@ -493,9 +498,7 @@ mod tests {
         // A class's size without its colour: the largest request it is meant for.
         let nominal = |c: Class| {
             let b = block_size(c);
-            let base = b.next_power_of_two() as u32 / 2;
-            let plus = has_plus(base.trailing_zeros()) && b == plus_size(base) as usize;
-            if b > 4096 && !b.is_power_of_two() && !plus {
+            if b > 4096 && !b.is_power_of_two() && !is_plus(b as u32) {
                 b - COLOUR as usize
             } else {
                 b
