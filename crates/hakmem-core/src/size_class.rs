@@ -27,7 +27,8 @@
 
 /// Largest size served from slabs; anything larger is a large mapping.
 pub const MAX_SMALL_SIZE: usize = 1024 * 1024;
-/// Largest request that takes the table lookup on the fast path.
+/// Largest request of the classes whose bins C's `malloc` pops with a prefetch of the
+/// next block ([`class_of_table_size`]), and of those [`ALIGNED_TABLE`] answers for.
 pub const TABLE_MAX: usize = 1024;
 /// Number of size classes.
 pub const NUM_CLASSES: usize = 64;
@@ -208,14 +209,30 @@ const fn compute_block_sizes() -> [u32; NUM_CLASSES] {
 /// Block size of each class, in bytes.
 pub static BLOCK_SIZE: [u32; NUM_CLASSES] = compute_block_sizes();
 
-const fn compute_table() -> [u8; TABLE_MAX / 16 + 1] {
-    let mut out = [0u8; TABLE_MAX / 16 + 1];
+/// Largest size whose class is one load from [`CLASS_TABLE`]; past it the class is
+/// arithmetic ([`class_past_table`]), which needs every doubling to have the same four
+/// classes: so at least the last plus class (8256 B, [`PLUS`]).
+pub const CLASS_TABLE_MAX: usize = 32 << 10;
+const _: () = assert!(CLASS_TABLE_MAX >= plus_size(1 << *PLUS.end()) as usize);
+
+/// The largest request a block of `block` bytes is the class for: its size less its
+/// [`COLOUR`], which is there to move the next block along, not to be asked for.
+const fn nominal_size(block: u32) -> u32 {
+    if block > 4096 && !block.is_power_of_two() && !is_plus(block) {
+        block - COLOUR
+    } else {
+        block
+    }
+}
+
+const fn compute_table() -> [u8; CLASS_TABLE_MAX / 16 + 1] {
+    let mut out = [0u8; CLASS_TABLE_MAX / 16 + 1];
     let mut slot = 0;
     let sizes = compute_block_sizes();
-    while slot <= TABLE_MAX / 16 {
+    while slot <= CLASS_TABLE_MAX / 16 {
         let size = if slot == 0 { 1 } else { slot * 16 };
         let mut c = 0;
-        while (sizes[c] as usize) < size {
+        while (nominal_size(sizes[c]) as usize) < size {
             c += 1;
         }
         out[slot] = c as u8;
@@ -224,8 +241,22 @@ const fn compute_table() -> [u8; TABLE_MAX / 16 + 1] {
     out
 }
 
-/// `SMALL_TABLE[(size + 15) / 16]` is the class of `size` for `size <= TABLE_MAX`.
-static SMALL_TABLE: [u8; TABLE_MAX / 16 + 1] = compute_table();
+/// `CLASS_TABLE[(size + 15) / 16]` is the class of `size` for `size <= CLASS_TABLE_MAX`:
+/// 2049 bytes, of which the sizes up to [`TABLE_MAX`] use the first 65.
+///
+/// Why a table, and why to 32 KiB: with the plus classes, some doublings have five
+/// classes, so arithmetic alone no longer gives the class; a table of doublings read on
+/// the way (a load, then arithmetic on it, at `8a524ff`) took `mid-large` (8..32 KiB)
+/// 1.2x the time of the arithmetic before the plus classes. One load from this table is
+/// shorter than either. It reaches 32 KiB, not just 8256 B, because the test that picks
+/// table or arithmetic is a branch: at 8256 B it went either way at random for a program
+/// whose sizes spread over both sides (`wide-churn`, 16 B..32 KiB: 0.0776 s against
+/// 0.0702), while few programs spread their sizes across 32 KiB. `bench-hakmem WORKLOAD
+/// 5000000`, 9 alternated rounds (pages 7), this table against `8a524ff` and `7f1e74a`
+/// (no plus classes): `mid-large` 0.0185 s against 0.0252 and 0.0210, `wide-churn`
+/// 0.0560 against 0.0702 and 0.0689, `pages` 0.0542 against 0.0672; callgrind, 1M
+/// operations, `mid-large` 103.1M instructions against 136.1M and 120.7M.
+static CLASS_TABLE: [u8; CLASS_TABLE_MAX / 16 + 1] = compute_table();
 
 /// The class of a request of `size` bytes with alignment at most [`MIN_ALIGN`], or `None`
 /// when it is too large for slabs.
@@ -238,10 +269,10 @@ pub fn class_of_size(size: usize) -> Option<Class> {
 /// the limit is tested only where the table does not answer.
 #[inline(always)]
 pub fn class_of_size_upto(size: usize, limit: usize) -> Option<Class> {
-    if size <= TABLE_MAX {
-        Some(class_of_table_size(size))
+    if size <= CLASS_TABLE_MAX {
+        Some(Class(CLASS_TABLE[(size + 15) >> 4] as usize))
     } else if size <= limit {
-        Some(class_of_mid(size))
+        Some(class_past_table(size))
     } else {
         None
     }
@@ -252,52 +283,37 @@ pub fn class_of_size_upto(size: usize, limit: usize) -> Option<Class> {
 pub fn class_of_table_size(size: usize) -> Class {
     debug_assert!(size <= TABLE_MAX);
     // (size + 15) / 16 <= 64 for the sizes this is called with; a bounds check otherwise.
-    Class(SMALL_TABLE[(size + 15) >> 4] as usize)
+    Class(CLASS_TABLE[(size + 15) >> 4] as usize)
 }
 
-/// Per doubling `(2^msb, 2^(msb+1)]` (`msb` up to 31, so that a mask bounds the index):
-/// the class of its first quarter when there is no plus class or the size is past it,
-/// and the largest size its plus class takes ([`PLUS`]; `2^msb`, which no size of the
-/// doubling is at most, where it has none). From `msb = 10` (sizes over 1 KiB) on; those
-/// past 1 MiB, never read, hold the last class.
-static MID_DOUBLING: [(u32, u32); 32] = {
+/// The class of the first quarter of the doubling `(2^msb, 2^(msb+1)]` is
+/// `PAST_TABLE_BASE + 4 * msb` (wrapping: the base is below zero) for the doublings past
+/// [`CLASS_TABLE_MAX`]. Taken from the block sizes, so that the layout is written once:
+/// the class of the first size past the table, which is in the first quarter of its
+/// doubling.
+const PAST_TABLE_BASE: usize = {
     let sizes = compute_block_sizes();
-    let mut t = [(0u32, 0u32); 32];
-    let mut msb = TABLE_MAX.trailing_zeros() as usize;
+    let first = CLASS_TABLE_MAX + 1;
     let mut c = 0;
-    while msb < 32 {
-        // Taken from the block sizes, so the layout is written once: the doubling's first
-        // class, and past it when that is a plus class.
-        let base = 1u32 << msb;
-        while c < NUM_CLASSES - 1 && sizes[c] <= base {
-            c += 1;
-        }
-        t[msb] = if is_plus(sizes[c]) {
-            ((c + 1) as u32, sizes[c])
-        } else {
-            (c as u32, base)
-        };
-        msb += 1;
+    while (nominal_size(sizes[c]) as usize) < first {
+        c += 1;
     }
-    t
+    let msb = (usize::BITS - 1 - (first - 1).leading_zeros()) as usize;
+    assert!(((first - 1) >> (msb - 2)) & 3 == 0);
+    c.wrapping_sub(4 * msb)
 };
 
-/// Class for `TABLE_MAX < size <= MAX_SMALL_SIZE`: four classes per doubling, and a plus
-/// class first in the doublings of [`PLUS`] (a size that fits it is in the first
-/// quarter: its room is at most 64 bytes, a quarter at least 256), one load and no
-/// branch. A branch on whether the doubling has one went each way at random in
-/// `mid-large` (8..32 KiB), and the arithmetic kept `dealloc` from being inlined.
-#[inline]
-fn class_of_mid(size: usize) -> Class {
-    // Below, the table's entries are zero and the index would wrap: no class.
-    debug_assert!(size > TABLE_MAX && size <= MAX_SMALL_SIZE);
+/// Class for `CLASS_TABLE_MAX < size <= MAX_SMALL_SIZE`: four classes per doubling,
+/// arithmetic alone.
+#[inline(always)]
+fn class_past_table(size: usize) -> Class {
+    debug_assert!(size > CLASS_TABLE_MAX && size <= MAX_SMALL_SIZE);
     let s = size - 1;
     // `size` is in (2^msb, 2^(msb+1)], and in this quarter of it:
     let msb = (usize::BITS - 1 - s.leading_zeros()) as usize;
     let quarter = (s >> (msb - 2)) & 3;
-    let (first, plus_limit) = MID_DOUBLING[msb & 31];
-    // At most 63 for sizes up to 1 MiB (whose doubling starts at class 60).
-    Class(first as usize + quarter - (size <= plus_limit as usize) as usize)
+    // At most 63 for sizes up to 1 MiB (msb 19).
+    Class(PAST_TABLE_BASE.wrapping_add(4 * msb + quarter))
 }
 
 /// The class of a request `(size, align)`, or `None` when it must be a large mapping.
@@ -340,12 +356,12 @@ fn class_for_aligned_mid(size: usize, align: usize, shift: usize) -> Option<Clas
     if align > SLAB_SIZE {
         return class_of_size(s.next_power_of_two());
     }
-    Some(Class(
-        ALIGNED_CLASS[class_of_mid(s).index()][shift] as usize,
-    ))
+    let c = class_of_size(s)?;
+    Some(Class(ALIGNED_CLASS[c.index()][shift] as usize))
 }
 
-/// Row length of [`ALIGNED_TABLE`]: the slots of `SMALL_TABLE`, rounded up to a power of
+/// Row length of [`ALIGNED_TABLE`]: the slots of the sizes up to
+/// [`TABLE_MAX`] in `CLASS_TABLE`, rounded up to a power of
 /// two so that a row starts at a shift.
 const ALIGNED_ROW: usize = (TABLE_MAX / 16 + 1).next_power_of_two();
 /// Rows of [`ALIGNED_TABLE`], one per alignment shift (those up to 4 and over
@@ -495,15 +511,7 @@ mod tests {
 
     #[test]
     fn every_size_maps_to_the_smallest_fitting_class() {
-        // A class's size without its colour: the largest request it is meant for.
-        let nominal = |c: Class| {
-            let b = block_size(c);
-            if b > 4096 && !b.is_power_of_two() && !is_plus(b as u32) {
-                b - COLOUR as usize
-            } else {
-                b
-            }
-        };
+        let nominal = |c: Class| nominal_size(BLOCK_SIZE[c.index()]) as usize;
         let step = if cfg!(miri) { 7 } else { 1 };
         for size in (0..=MAX_SMALL_SIZE).step_by(step) {
             let c = class_of_size(size).unwrap();
