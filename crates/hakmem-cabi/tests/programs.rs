@@ -205,6 +205,44 @@ fn gcc() {
     });
 }
 
+/// jq parses a JSON document of 50,000 objects, sorts, groups and rebuilds them, and
+/// writes the result: reference-counted values, strings and arrays grown by `realloc`.
+#[test]
+fn jq() {
+    if skip_without("jq") {
+        return;
+    }
+    let mut input = String::from("[");
+    for i in 0..50_000u64 {
+        if i > 0 {
+            input.push(',');
+        }
+        let tags: Vec<String> = (0..i % 9)
+            .map(|t| format!("\"t{}\"", (i * 7 + t) % 113))
+            .collect();
+        input.push_str(&format!(
+            "{{\"id\":{i},\"name\":\"item {}\",\"score\":{}.{},\"tags\":[{}]}}",
+            i * 2654435761 % 100_003,
+            i % 1000,
+            i % 7,
+            tags.join(",")
+        ));
+    }
+    input.push(']');
+    same_with_and_without("jq", |dir, preload| {
+        write(dir, "input.json", &input);
+        let mut c = command("jq", preload);
+        c.args([
+            "-c",
+            "sort_by(.name) | group_by(.tags | length) | map({n: length, \
+             top: (max_by(.score) | .name), tags: (map(.tags) | add | unique | join(\" \"))})",
+            "input.json",
+        ])
+        .current_dir(dir);
+        c
+    });
+}
+
 /// sort of a million lines, by text and by number.
 #[test]
 fn sort() {

@@ -30,11 +30,19 @@ pub struct Program {
     pub env: &'static [(&'static str, &'static str)],
 }
 
+/// jq's program, on no input: 100,000 objects of a number, a string and an array of up to 6
+/// numbers, grouped by a key into 1000 groups (a sort), each group folded into a new
+/// object. jq's values are reference-counted blocks of `malloc`, its arrays and strings
+/// grown by `realloc`.
+const JQ_GROUPS: &str = "[range(0; 100000) | {id: ., name: (\"item\" + tostring), \
+     tags: [range(0; . % 7)]}] | group_by(.id % 1000) \
+     | map({k: .[0].id, n: length, t: (map(.tags | length) | add)}) | length";
+
 /// awk's program: the words of the text counted in an associative array.
 const AWK_WORDS: &str =
     "{ for (i = 1; i <= NF; i++) c[$i]++ } END { n = 0; for (w in c) n++; print n }";
 
-pub const PROGRAMS: [Program; 7] = [
+pub const PROGRAMS: [Program; 8] = [
     Program {
         name: "python-json",
         what: "CPython builds a tree of dicts, lists and strings, writes it as JSON, parses \
@@ -75,6 +83,15 @@ pub const PROGRAMS: [Program; 7] = [
         what: "awk (mawk on Debian) counts the text's words in an associative array",
         executable: "awk",
         args: &[Arg::Literal(AWK_WORDS), Arg::Text],
+        stdin: None,
+        env: &[],
+    },
+    Program {
+        name: "jq",
+        what: "jq builds 100,000 small JSON objects, groups them by a key (a sort) and folds \
+               each group into a new object",
+        executable: "jq",
+        args: &[Arg::Literal("-n"), Arg::Literal(JQ_GROUPS)],
         stdin: None,
         env: &[],
     },

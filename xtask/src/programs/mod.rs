@@ -1,5 +1,5 @@
 //! `cargo xtask programs`: programs hakmem's authors did not write (CPython, SQLite, Perl,
-//! awk, sort, gcc), each run under every allocator's `LD_PRELOAD` library, in turn, round
+//! awk, jq, sort, gcc), each run under every allocator's `LD_PRELOAD` library, in turn, round
 //! after round. The workloads of `cargo xtask bench` can only show the shapes they
 //! contain; these show what a user who preloads hakmem into a tool they already have
 //! gets.
@@ -36,7 +36,7 @@ pub struct ProgramsArgs {
     #[arg(long, value_delimiter = ',')]
     allocator: Vec<Allocator>,
     /// Only these programs (comma-separated): python-json, python-malloc, sqlite, perl,
-    /// awk, sort, gcc.
+    /// awk, jq, sort, gcc.
     #[arg(long, value_delimiter = ',')]
     program: Vec<String>,
     /// MiB touched in huge pages and freed before each run, as `cargo xtask bench --warm`.
