@@ -274,7 +274,7 @@ pub fn class_of_size(size: usize) -> Option<Class> {
 pub fn class_of_size_upto(size: usize, limit: usize) -> Option<Class> {
     debug_assert!((CLASS_TABLE_MAX..=MAX_SMALL_SIZE).contains(&limit));
     if size <= CLASS_TABLE_MAX {
-        Some(Class(CLASS_TABLE[(size + 15) >> 4] as usize))
+        Some(table_class(size))
     } else if size <= limit {
         Some(class_past_table(size))
     } else {
@@ -286,9 +286,22 @@ pub fn class_of_size_upto(size: usize, limit: usize) -> Option<Class> {
 #[inline(always)]
 pub fn class_of_table_size(size: usize) -> Class {
     debug_assert!(size <= TABLE_MAX);
-    // (size + 15) / 16 <= 64 for the sizes this is called with (past `CLASS_TABLE_MAX`, a
-    // bounds check would stop a wrong one; below, it would get its class all the same).
+    table_class(size)
+}
+
+/// The class of `size <= CLASS_TABLE_MAX` (a bounds check past it).
+#[inline(always)]
+fn table_class(size: usize) -> Class {
     Class(CLASS_TABLE[(size + 15) >> 4] as usize)
+}
+
+/// The doubling `(2^msb, 2^(msb+1)]` that `size` (over 4 bytes) lies in, and which quarter
+/// of it: `(msb, quarter)`.
+#[inline(always)]
+const fn doubling_and_quarter(size: usize) -> (usize, usize) {
+    let s = size - 1;
+    let msb = (usize::BITS - 1 - s.leading_zeros()) as usize;
+    (msb, (s >> (msb - 2)) & 3)
 }
 
 /// The class of the first quarter of the doubling `(2^msb, 2^(msb+1)]` is
@@ -303,8 +316,8 @@ const PAST_TABLE_BASE: usize = {
     while (nominal_size(sizes[c]) as usize) < first {
         c += 1;
     }
-    let msb = (usize::BITS - 1 - (first - 1).leading_zeros()) as usize;
-    assert!(((first - 1) >> (msb - 2)) & 3 == 0);
+    let (msb, quarter) = doubling_and_quarter(first);
+    assert!(quarter == 0);
     c.wrapping_sub(4 * msb)
 };
 
@@ -313,10 +326,7 @@ const PAST_TABLE_BASE: usize = {
 #[inline(always)]
 fn class_past_table(size: usize) -> Class {
     debug_assert!(size > CLASS_TABLE_MAX && size <= MAX_SMALL_SIZE);
-    let s = size - 1;
-    // `size` is in (2^msb, 2^(msb+1)], and in this quarter of it:
-    let msb = (usize::BITS - 1 - s.leading_zeros()) as usize;
-    let quarter = (s >> (msb - 2)) & 3;
+    let (msb, quarter) = doubling_and_quarter(size);
     // At most 63 for sizes up to 1 MiB (msb 19).
     Class(PAST_TABLE_BASE.wrapping_add(4 * msb + quarter))
 }
@@ -365,9 +375,8 @@ fn class_for_aligned_mid(size: usize, align: usize, shift: usize) -> Option<Clas
     Some(Class(ALIGNED_CLASS[c.index()][shift] as usize))
 }
 
-/// Row length of [`ALIGNED_TABLE`]: the slots of the sizes up to
-/// [`TABLE_MAX`] in `CLASS_TABLE`, rounded up to a power of
-/// two so that a row starts at a shift.
+/// Row length of [`ALIGNED_TABLE`]: the slots of the sizes up to [`TABLE_MAX`] in
+/// `CLASS_TABLE`, rounded up to a power of two so that a row starts at a shift.
 const ALIGNED_ROW: usize = (TABLE_MAX / 16 + 1).next_power_of_two();
 /// Rows of [`ALIGNED_TABLE`], one per alignment shift (those up to 4 and over
 /// [`SLAB_SHIFT`] unused), a power of two so that a mask bounds the index.
