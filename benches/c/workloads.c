@@ -403,6 +403,22 @@ static uint64_t big_zeroed(uint64_t ops) {
     return ops;
 }
 
+/* 16 slots of 64 KiB..4 MiB, as large, every page of each buffer written. */
+static uint64_t large_written(uint64_t ops) {
+    enum { SLOTS = 16 };
+    rng_t rng = rng_new(23);
+    void *slots[SLOTS] = { 0 };
+    for (uint64_t done = 0; done < ops; done++) {
+        void **slot = &slots[rng_below(&rng, SLOTS)];
+        block_free(*slot);
+        size_t size = rng_between(&rng, 64 << 10, 4 * (size_t)MIB);
+        *slot = block_new(size);
+        write_pages(*slot, size);
+    }
+    for (size_t i = 0; i < SLOTS; i++) block_free(slots[i]);
+    return ops;
+}
+
 /* ---- a live set growing to 200 MiB and shrinking (benches/src/workloads/live_growth.rs) ---- */
 
 typedef struct { void *p; size_t size; } sized_t;
@@ -665,6 +681,7 @@ static const workload_t WORKLOADS[] = {
     { "c-batch-xthread", 1000000, batch_xthread },
     { "c-big-buffers", 64, big_buffers },
     { "c-big-zeroed", 64, big_zeroed },
+    { "c-large-written", 20000, large_written },
     { "c-live-growth", 1000000, live_growth },
     { "c-tree", 1000000, tree },
     { "c-realloc-xthread", 3000000, realloc_xthread },

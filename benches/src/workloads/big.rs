@@ -23,6 +23,22 @@ pub fn big_buffers(ops: u64) -> u64 {
     ops
 }
 
+/// 16 slots of 64 KiB..4 MiB, as `large`, but every page of each buffer written: a
+/// program whose buffers of many sizes are filled (files read whole, decoded images,
+/// scratch matrices), where what an allocator keeps resident is what was written.
+pub fn large_written(ops: u64) -> u64 {
+    let mut rng = Rng::new(23);
+    let mut slots = empty_slots(16);
+    for _ in 0..ops {
+        let slot = &mut slots[rng.below(16)];
+        drop(slot.take());
+        let mut buffer = Block::new(rng.between((64 << 10, 4 * MIB)));
+        buffer.write_pages();
+        *slot = Some(buffer);
+    }
+    ops
+}
+
 /// A ring of 20 zero-filled buffers (`alloc_zeroed`, C's `calloc`) of 5..25 MiB: each
 /// operation replaces the oldest by a new one and writes its pages.
 pub fn big_zeroed(ops: u64) -> u64 {

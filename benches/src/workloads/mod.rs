@@ -147,6 +147,7 @@ pub const WORKLOADS: &[Workload] = &[
     Workload::bench("batch-xthread", 1_000_000, Run::Once(batch::cross_thread)),
     Workload::bench("big-buffers", 64, Run::Once(big::big_buffers)),
     Workload::bench("big-zeroed", 64, Run::Once(big::big_zeroed)),
+    Workload::bench("large-written", 20_000, Run::Once(big::large_written)),
     Workload::bench(
         "live-growth",
         1_000_000,
