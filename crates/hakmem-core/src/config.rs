@@ -53,9 +53,6 @@ pub struct Policy {
     pub cache_bytes: usize,
     pub cache_min: u32,
     pub cache_max: u32,
-    /// Per-class budget in bytes for classes so large that `cache_min` blocks would pass
-    /// it (medium blocks): the capacity is this over the block size, at least one.
-    pub medium_cache_bytes: usize,
     /// The most blocks a class that stays idle keeps room for (it shrinks to this, or to
     /// what fits in `cache_bytes`, at least one, when that is less): a class grows to its
     /// capacity only while the program uses it.
@@ -75,7 +72,7 @@ pub struct Policy {
 const FAST: Policy = Policy {
     decommit: None,
     cache_bytes: 64 * 1024,
-    // Room for 32 blocks of the classes over 1 KiB (within 2 MiB a class). A program
+    // Room for 32 blocks of the classes over 1 KiB (one of a medium class). A program
     // that keeps many blocks of 1..64 KiB and replaces them at random frees and
     // allocates each class unevenly. Before the depot, a bin that ran dry was refilled
     // with blocks from its slabs, last touched long before (the program's first access
@@ -91,7 +88,6 @@ const FAST: Policy = Policy {
     // alternated runs, warmed).
     cache_min: 32,
     cache_max: 512,
-    medium_cache_bytes: 2048 * 1024,
     cache_floor: 8,
     retain_floor: 64 << 20,
     retain_ms: 5_000,
@@ -106,7 +102,7 @@ const POLICIES: [Policy; 3] = [
     // instructions than fast on batch-rand and c-batch-rand (callgrind, 400K operations;
     // the same count with these) and took 1.32x fast's time on batch-rand (1.00x with
     // these, 11 alternated runs), for 0.3 MiB less peak RSS on larson-2t and
-    // random-mixed; with 128 KiB for medium blocks, mid-large (8-32 KiB blocks) took
+    // random-mixed; with 128 KiB a class for blocks over 4 KiB, mid-large (8-32 KiB) took
     // 1.17x.
     Policy {
         decommit: Some(Decommit::Lazy),
@@ -163,11 +159,14 @@ pub fn current() -> Policy {
 }
 
 /// Thread cache capacity of a class with blocks of `block` bytes: the profile's bytes over
-/// the block size, clamped to its bounds; but blocks so large that `cache_min` of them
-/// would pass `medium_cache_bytes` (medium blocks) keep only what fits in that.
+/// the block size, clamped to its bounds (32 blocks of 56 KiB at most: 1.75 MiB); but a
+/// medium block (a slab or more) one, until the thread's next medium miss
+/// (`thread_cache::flush_medium`).
 pub fn cache_capacity(policy: &Policy, block: usize) -> u32 {
-    let n = ((policy.cache_bytes / block) as u32).clamp(policy.cache_min, policy.cache_max);
-    n.min(((policy.medium_cache_bytes / block) as u32).max(1))
+    if block >= crate::size_class::SLAB_SIZE {
+        return 1;
+    }
+    ((policy.cache_bytes / block) as u32).clamp(policy.cache_min, policy.cache_max)
 }
 
 /// The smallest capacity a class of `block` bytes shrinks to (`cache_floor`).

@@ -10,8 +10,8 @@
 //! owner while it is in the depot; whoever allocates it and frees it later gives it back
 //! as any block of another thread's slab.
 //!
-//! The depot holds at most [`DEPTH`] batches and [`MAX_BYTES`] a class (it serves 44
-//! classes: at most 88 MiB in all); what does not fit goes back to its slabs as before.
+//! The depot holds at most [`DEPTH`] batches and [`MAX_BYTES`] a class (it serves 27
+//! classes: at most 54 MiB in all); what does not fit goes back to its slabs as before.
 //! [`crate::heap::Heap::maintain`] (balanced and lean, once per retention period), the
 //! background return once every thread is idle ([`crate::heap::upkeep_idle_heaps`]) and
 //! `trim` empty it into the slabs, so that its blocks do not keep slabs from being given
@@ -23,7 +23,7 @@
 //! every thread is idle).
 
 use crate::remote::Block;
-use crate::size_class::{block_size, Class, PerClass};
+use crate::size_class::{block_size, is_medium, Class, PerClass};
 use crate::sync::SpinLock;
 use core::ptr::null_mut;
 
@@ -70,10 +70,11 @@ static STACKS: PerClass<SpinLock<Stack>> = PerClass(
 
 /// Whether class `c` goes through the depot: blocks over 1 KiB, of which a thread cache
 /// holds few (`config::Policy::cache_min`), so that a thread's bin runs dry and
-/// overflows often and what it keeps beyond its use costs the most.
+/// overflows often and what it keeps beyond its use costs the most; but not the medium
+/// ones, alone in their spans, whose slabs serve every size once the block is back.
 #[inline]
 pub fn served(c: Class) -> bool {
-    block_size(c) > 1024
+    block_size(c) > 1024 && !is_medium(c)
 }
 
 /// Keep `batch` (of class `c`); false, and the batch still the caller's, when the

@@ -18,7 +18,7 @@ use crate::os;
 use crate::pool;
 use crate::remote::Block;
 use crate::retain;
-use crate::size_class::{block_size, Class, PerClass, NUM_CLASSES, SLAB_SIZE};
+use crate::size_class::{block_size, is_medium, Class, PerClass, NUM_CLASSES, SLAB_SIZE};
 use crate::superslab::{is_wide_class, OwnerId, SlabMeta, SuperSlab};
 use crate::sync::{AtomicIsize, AtomicPtr, Ordering, SpinGuard, SpinLock};
 use core::cell::Cell;
@@ -217,6 +217,9 @@ impl Heap {
     /// (see [`SlabMeta::take`], [`Heap::carve_size`]) once no remote list nearby holds a
     /// block.
     pub fn refill(&self, c: Class, want: usize) -> (*mut Block, usize) {
+        if is_medium(c) {
+            return self.refill_medium(c);
+        }
         if let Some(got) = self.take_from_depot(c) {
             return got;
         }
@@ -257,6 +260,33 @@ impl Heap {
             // SAFETY: a slab just carved from our superslab.
             self.push_partial(c, unsafe { &*meta });
         }
+    }
+
+    /// [`Heap::refill`] of a medium class, whose spans hold one block each and so are
+    /// never partial: a fresh span, carved once the blocks other threads gave back to our
+    /// latest superslabs came home (freeing their spans), from our free slabs, else from
+    /// the slabs that the rest of the given-back blocks free, else from another
+    /// superslab ([`Heap::new_slab`]).
+    fn refill_medium(&self, c: Class) -> (*mut Block, usize) {
+        self.collect_pending(LOOK_BEFORE_CARVING);
+        let mut meta = self.carve_owned(c);
+        if meta.is_null() && self.collect_pending(usize::MAX) {
+            meta = self.carve_owned(c);
+        }
+        if meta.is_null() {
+            meta = self.new_slab(c);
+        }
+        if meta.is_null() {
+            return (null_mut(), 0);
+        }
+        // SAFETY: a span of ours, on no partial list.
+        let m = unsafe { &*meta };
+        let carved = m.carved_to();
+        // SAFETY: we own the span.
+        let (first, n) = unsafe { m.take(1) };
+        add(&self.counts[c].carved, (m.carved_to() - carved) as isize);
+        self.add_taken(c, n as isize);
+        (first, n)
     }
 
     /// How many blocks a refill that asks for `want` carves fresh when it must: no more
@@ -454,16 +484,9 @@ impl Heap {
     /// A new slab of class `c`: carved from an owned superslab, else from an adopted or
     /// pooled one. Null when the OS refuses memory.
     fn new_slab(&self, c: Class) -> *mut SlabMeta {
-        let mut ss = self.owned.get();
-        while !ss.is_null() {
-            // SAFETY: we own it.
-            let s = unsafe { &*ss };
-            // SAFETY: as above.
-            let meta = unsafe { self.carve(s, c) };
-            if !meta.is_null() {
-                return meta;
-            }
-            ss = s.next.get();
+        let meta = self.carve_owned(c);
+        if !meta.is_null() {
+            return meta;
         }
         loop {
             let adopted = pool::adopt(is_wide_class(c));
@@ -491,6 +514,23 @@ impl Heap {
         self.link_owned(fresh);
         // SAFETY: an empty superslab we own.
         unsafe { self.carve(&*fresh, c) }
+    }
+
+    /// A span for class `c` carved from the free slabs of the first of our superslabs
+    /// that has room; null if none has.
+    fn carve_owned(&self, c: Class) -> *mut SlabMeta {
+        let mut ss = self.owned.get();
+        while !ss.is_null() {
+            // SAFETY: we own it.
+            let s = unsafe { &*ss };
+            // SAFETY: as above.
+            let meta = unsafe { self.carve(s, c) };
+            if !meta.is_null() {
+                return meta;
+            }
+            ss = s.next.get();
+        }
+        null_mut()
     }
 
     /// Whether this heap owns enough superslabs for those of small blocks to have huge

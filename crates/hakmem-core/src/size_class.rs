@@ -4,12 +4,13 @@
 //! Classes are multiples of 16 bytes: 16..=128 in steps of 16 (8 classes), then four
 //! classes per doubling up to [`MAX_SMALL_SIZE`] (1 MiB), and one more at the start of
 //! each doubling from 1 KiB to 8 KiB for a power of two plus a header (1040, 2080, 4160,
-//! 8256, [`PLUS`]); 64 classes in all. Over 4 KiB, the three between two powers of two
-//! are 64 bytes more than the quarter steps (5184 for 5 KiB, 10304 for 10 KiB,
+//! 8256, [`PLUS`]); 64 classes in all. From 4 to 64 KiB, the three between two powers of
+//! two are 64 bytes more than the quarter steps (5184 for 5 KiB, 10304 for 10 KiB,
 //! [`COLOUR`]), so that their blocks' first lines do not all share a few cache sets.
-//! Blocks over
-//! 64 KiB (*medium*) come from spans of superslabs like the others, so a program cycling
-//! blocks of 64 KiB to 1 MiB makes no system call and takes no new page fault.
+//! Blocks of
+//! 64 KiB and more (*medium*, with no colour: each is alone in its span) come from spans
+//! of superslabs like the others, so a program cycling blocks of 64 KiB to 1 MiB makes
+//! no system call and takes no new page fault.
 //!
 //! Worst-case internal waste (block size minus request, over block size):
 //! - up to 128 B: at most 15 bytes (a 17 B request in a 32 B block is the worst ratio, 47 %);
@@ -37,7 +38,7 @@ pub const MIN_ALIGN: usize = 16;
 /// log2 of [`SLAB_SIZE`].
 pub const SLAB_SHIFT: usize = 16;
 /// A slab: the unit a superslab is carved into; spans are 1 to [`MAX_SPAN_SLABS`] of
-/// them, aligned to their length.
+/// them, aligned to their length rounded up to a power of two ([`span_align_slabs`]).
 pub const SLAB_SIZE: usize = 1 << SLAB_SHIFT;
 
 /// A size class. Invariant: its index is below [`NUM_CLASSES`] (held in a `usize`, so
@@ -141,6 +142,10 @@ impl<T> core::ops::IndexMut<Class> for PerClass<T> {
 /// the slab's last page, which a program that writes its blocks' ends then makes
 /// resident: peak RSS of `wide-churn` 16.6 -> 18.3 MiB and `c-wide-churn` 16.3 -> 18.1
 /// MiB (5 alternated runs; jemalloc and tcmalloc peak at 33.7 and 19.5).
+///
+/// Medium blocks (64 KiB and more) carry none: each is alone in its span
+/// ([`span_slabs`]), with no next block to move along, and 64 bytes more would cost a
+/// slab more for the classes of a whole number of slabs (192 KiB + 64 B needs four).
 const COLOUR: u32 = 64;
 
 /// The doublings that start with a *plus* class, a power of two `2^k` plus
@@ -195,7 +200,7 @@ const fn compute_block_sizes() -> [u32; NUM_CLASSES] {
         let mut k = 1;
         while k <= 4 && i < NUM_CLASSES {
             out[i] = base + step * k;
-            if k < 4 && base >= 4096 {
+            if k < 4 && base >= 4096 && (base as usize) < SLAB_SIZE {
                 out[i] += COLOUR;
             }
             i += 1;
@@ -220,7 +225,7 @@ const _: () = assert!(CLASS_TABLE_MAX % 16 == 0);
 /// The largest request a block of `block` bytes is the class for: its size less its
 /// [`COLOUR`], which is there to move the next block along, not to be asked for.
 const fn nominal_size(block: u32) -> u32 {
-    if block > 4096 && !block.is_power_of_two() && !is_plus(block) {
+    if block > 4096 && (block as usize) < SLAB_SIZE && !block.is_power_of_two() && !is_plus(block) {
         block - COLOUR
     } else {
         block
@@ -437,7 +442,8 @@ static ALIGNED_TABLE: [u8; ALIGNED_ROWS * ALIGNED_ROW] = {
 
 /// Per slab-map byte (a class's index plus one, [`crate::slab_map`]; a class-map entry
 /// plus one, wrapping, [`block_start_class`]): for a class, the mask that gives an
-/// address's offset in its span (spans are aligned to their length), and
+/// address's offset from its span's start (spans start at a multiple of
+/// [`span_align_slabs`], a medium span holds one block), and
 /// `ceil(2^64 / block size)`, with which `offset * m < m` (wrapping) holds iff the block
 /// size divides the offset (Lemire's divisibility test, exact for offsets below 2^32),
 /// so no division is needed. Bytes that are no class (0, and the `MAP_*` markers plus
@@ -448,7 +454,7 @@ static BLOCK_START: [(usize, u64); 256] = {
     let sizes = compute_block_sizes();
     let mut c = 0;
     while c < NUM_CLASSES {
-        let span = span_slabs(Class::new(c)) * SLAB_SIZE;
+        let span = span_align_slabs(Class::new(c)) * SLAB_SIZE;
         t[c + 1] = (span - 1, u64::MAX / sizes[c] as u64 + 1);
         c += 1;
     }
@@ -478,13 +484,15 @@ pub fn block_size(c: Class) -> usize {
     BLOCK_SIZE[c.index()] as usize
 }
 
-/// Longest span, in slabs: half a superslab (slab 0 holds the header, so an aligned span
-/// of 32 slabs fits once, at slab 32).
-pub const MAX_SPAN_SLABS: usize = 32;
+/// Longest span, in slabs: the 1 MiB class's (one block, [`span_slabs`]).
+pub const MAX_SPAN_SLABS: usize = MAX_SMALL_SIZE / SLAB_SIZE;
+const _: () = assert!(span_slabs(Class(NUM_CLASSES - 1)) == MAX_SPAN_SLABS);
 
-/// How many slabs (of [`SLAB_SIZE`]) one slab of class `c` spans: the smallest power of
-/// two that holds 2 blocks. The classes up to 32 KiB take one slab (2 to 4096 blocks),
-/// the larger ones a span of 2 to 32 slabs (2 to 6 blocks).
+/// How many slabs (of [`SLAB_SIZE`]) one slab of class `c` spans. Below a slab's size,
+/// the smallest power of two that holds 2 blocks: the classes up to 32 KiB take one
+/// slab (2 to 4096 blocks), those of 40..56 KiB two (2 or 3 blocks). From 64 KiB up
+/// (*medium*) a span holds one block and is just long enough for it (1 to 16 slabs,
+/// placed at a multiple of [`span_align_slabs`]).
 ///
 /// Few blocks per span, so that spans empty out and go back to the superslab's free
 /// slabs, where any class of their kind takes them, and so that no class needs an
@@ -497,14 +505,36 @@ pub const MAX_SPAN_SLABS: usize = 32;
 /// What it costs: a slab that held one class and is carved for another has blocks
 /// starting on other pages, so a program that writes only the first bytes of its 8..32
 /// KiB blocks touches more pages of it.
+///
+/// A medium block is a span of its own for the same reason, taken to its end: one freed
+/// block gives its slabs back to every size at once, as an extent does in jemalloc or a
+/// span of slices in mimalloc, where a span of two such blocks waits for both.
 #[inline]
 pub const fn span_slabs(c: Class) -> usize {
-    let need = BLOCK_SIZE[c.index()] as usize * 2;
+    let size = BLOCK_SIZE[c.index()] as usize;
+    if is_medium(c) {
+        return size.div_ceil(SLAB_SIZE);
+    }
     let mut n = 1;
-    while n * SLAB_SIZE < need && n < MAX_SPAN_SLABS {
+    while n * SLAB_SIZE < size * 2 {
         n *= 2;
     }
     n
+}
+
+/// Whether `c` is a *medium* class: blocks of a slab or more (64 KiB..1 MiB), each a span
+/// of its own ([`span_slabs`]).
+#[inline]
+pub const fn is_medium(c: Class) -> bool {
+    BLOCK_SIZE[c.index()] as usize >= SLAB_SIZE
+}
+
+/// Where a span of class `c` may start: at a multiple of this many slabs (a power of
+/// two, [`span_slabs`] rounded up), so that the slab index of any address in it, rounded
+/// down to this, is the span's first slab, with no search.
+#[inline]
+pub const fn span_align_slabs(c: Class) -> usize {
+    span_slabs(c).next_power_of_two()
 }
 
 #[cfg(test)]
@@ -529,7 +559,11 @@ mod tests {
         // out here, not taken from `nominal_size`, which builds the table under test).
         let nominal = |c: Class| {
             let b = block_size(c);
-            if b > 4096 && !b.is_power_of_two() && ![1040, 2080, 4160, 8256].contains(&b) {
+            if b > 4096
+                && b < 65536
+                && !b.is_power_of_two()
+                && ![1040, 2080, 4160, 8256].contains(&b)
+            {
                 b - 64
             } else {
                 b
@@ -568,7 +602,8 @@ mod tests {
     fn blocks_over_4k_start_on_every_line_of_a_page() {
         for c in Class::all() {
             let b = block_size(c);
-            if b <= 4096 || b.is_power_of_two() {
+            // Medium blocks are alone in their spans ([`span_slabs`]): no next block.
+            if b <= 4096 || b.is_power_of_two() || b >= SLAB_SIZE {
                 continue;
             }
             // The line (of 64) in its page at which each of a slab's first 64 blocks starts.
@@ -623,7 +658,7 @@ mod tests {
                 // Every block start, a multiple of `b` from a span that starts on a slab
                 // (or, for a power of two, on a multiple of the span's length), is aligned.
                 let span_align = if b.is_power_of_two() {
-                    span_slabs(c) * SLAB_SIZE
+                    span_align_slabs(c) * SLAB_SIZE
                 } else {
                     SLAB_SIZE
                 };
@@ -646,7 +681,7 @@ mod tests {
         for c in Class::all() {
             let span = span_slabs(c) * SLAB_SIZE;
             // A span at an aligned address in some superslab, as carved.
-            let base = (7 << 22) + span * 3;
+            let base = (7 << 22) + span_align_slabs(c) * SLAB_SIZE * 3;
             for off in (0..span).step_by(step) {
                 assert_eq!(
                     block_start_class(base + off, c.map_entry()),
@@ -662,19 +697,37 @@ mod tests {
     }
 
     #[test]
-    fn spans_are_the_fewest_slabs_that_hold_two_blocks() {
+    fn spans_are_the_fewest_slabs_that_hold_two_blocks_or_one_medium_block() {
         for c in Class::all() {
-            let n = span_slabs(c);
-            let blocks = n * SLAB_SIZE / block_size(c);
-            assert!(n.is_power_of_two() && n <= MAX_SPAN_SLABS, "class {c}");
-            // (The tail past the last whole block, up to a quarter of the span, is
-            // address space only: never carved, so never touched.)
-            assert!(blocks >= 2, "class {c}: {blocks} blocks");
+            let (n, b) = (span_slabs(c), block_size(c));
+            let blocks = n * SLAB_SIZE / b;
+            assert!((1..=MAX_SPAN_SLABS).contains(&n), "class {c}");
+            let align = span_align_slabs(c);
             assert!(
-                n == 1 || (n / 2) * SLAB_SIZE / block_size(c) < 2,
+                align.is_power_of_two() && align >= n && align < 2 * n,
                 "class {c}"
             );
-            assert_eq!(n == 1, block_size(c) <= 32 << 10, "class {c}");
+            if b >= SLAB_SIZE {
+                // One block, and no slab more than it needs.
+                assert_eq!(blocks, 1, "class {c}");
+                assert!((n - 1) * SLAB_SIZE < b, "class {c}");
+                continue;
+            }
+            // (The tail past the last whole block, up to a quarter of the span, is
+            // address space only: never carved, so never touched.)
+            assert!(n.is_power_of_two(), "class {c}");
+            assert!(blocks >= 2, "class {c}: {blocks} blocks");
+            assert!(n == 1 || (n / 2) * SLAB_SIZE / b < 2, "class {c}");
+            assert_eq!(n == 1, b <= 32 << 10, "class {c}");
+        }
+    }
+
+    #[test]
+    fn medium_blocks_fill_their_slabs() {
+        // No colour past a slab: a medium block is alone in its span, so 64 bytes more
+        // would only cost a slab (192 KiB + 64 needs four).
+        for c in Class::all().filter(|&c| block_size(c) >= SLAB_SIZE) {
+            assert_eq!(block_size(c) % (16 << 10), 0, "class {c}");
         }
     }
 }

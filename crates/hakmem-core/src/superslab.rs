@@ -7,14 +7,14 @@
 //! ```
 //!
 //! A superslab is a 4 MiB chunk divided into 64 slabs of 64 KiB. Slab 0 holds the header
-//! (only its first two pages are ever touched); any other slab, or an aligned run of
-//! 2, 4, 8, 16 or 32 slabs (a *span*), serves one size class at a time, whatever the class: all
-//! classes share one pool of superslabs. The metadata of a span lives in the
-//! [`SlabMeta`] of its first slab.
+//! (only its first two pages are ever touched); any other slab, or a run of 2 to 16 slabs
+//! (a *span*, starting at a multiple of its length rounded up to a power of two), serves
+//! one size class at a time, whatever the class: all classes share one pool of
+//! superslabs. The metadata of a span lives in the [`SlabMeta`] of its first slab.
 //!
 //! From a block's address: `chunk_base(p)` is its superslab, `(p >> SLAB_SHIFT) & 63` its
 //! slab, `class_map` of that slab its class, and the span's first slab is that index
-//! rounded down to the class's span length. No search anywhere.
+//! rounded down to the class's span alignment. No search anywhere.
 //!
 //! Ownership: each superslab is owned by one thread's heap (its `owner`, an opaque
 //! [`OwnerId`] this layer only stores and compares), or by nobody while it sits in the
@@ -28,7 +28,7 @@ use crate::chunk_map::{ChunkHeader, CHUNK_SHIFT, CHUNK_SIZE, MAP_FREE, MAP_HEADE
 use crate::os;
 use crate::remote::{Block, RemoteFreeList};
 use crate::size_class::{
-    block_size, span_slabs, Class, PerClass, NUM_CLASSES, SLAB_SHIFT, SLAB_SIZE,
+    block_size, span_align_slabs, span_slabs, Class, PerClass, NUM_CLASSES, SLAB_SHIFT, SLAB_SIZE,
 };
 use crate::slab_map;
 use crate::sync::{AtomicU64, AtomicUsize, Ordering};
@@ -184,16 +184,24 @@ enum Advice {
 const _: () = assert!(core::mem::size_of::<SuperSlab>() <= SLAB_SIZE);
 const _: () = assert!(core::mem::size_of::<SlabMeta>() == 72);
 
-/// Span length of each class, as a table for the free path.
-static SPAN: PerClass<u8> = {
-    let mut t = [0u8; NUM_CLASSES];
-    let mut c = 0;
-    while c < NUM_CLASSES {
-        t[c] = span_slabs(Class::new(c)) as u8;
-        c += 1;
-    }
-    PerClass(t)
-};
+/// A table of `f` over the classes, built at compile time.
+macro_rules! per_class {
+    ($f:ident) => {{
+        let mut t = [0u8; NUM_CLASSES];
+        let mut c = 0;
+        while c < NUM_CLASSES {
+            t[c] = $f(Class::new(c)) as u8;
+            c += 1;
+        }
+        PerClass(t)
+    }};
+}
+
+/// Span length of each class ([`span_slabs`]), as a table.
+static SPAN: PerClass<u8> = per_class!(span_slabs);
+
+/// Span alignment of each class ([`span_align_slabs`]), as a table for the free path.
+static SPAN_ALIGN: PerClass<u8> = per_class!(span_align_slabs);
 
 /// Whether blocks of class `c` are *wide*: over 8 KiB, a slab of 2 to 7 of them (up to
 /// 32 KiB) or a span of several slabs. They never share a superslab with the smaller
@@ -295,7 +303,7 @@ impl SuperSlab {
         } else if self.wide.get() != wide {
             return null_mut();
         }
-        let Some(first) = find_span(self.free_slabs.get(), n) else {
+        let Some(first) = find_span(self.free_slabs.get(), n, SPAN_ALIGN[c] as usize) else {
             return null_mut();
         };
         let mask = span_mask(first, n);
@@ -396,8 +404,9 @@ impl SuperSlab {
     #[inline(always)]
     pub fn meta_of(&self, addr: usize, c: Class) -> &SlabMeta {
         let i = (addr >> SLAB_SHIFT) & (SLABS - 1);
-        // SPAN[c] is a power of two, so this rounds down to the span's first slab.
-        &self.slabs[i & !(SPAN[c] as usize - 1)]
+        // Spans start at a multiple of SPAN_ALIGN[c], a power of two at least their
+        // length, so this rounds down to the span's first slab.
+        &self.slabs[i & !(SPAN_ALIGN[c] as usize - 1)]
     }
 
     /// Metadata of the span starting at slab `i`.
@@ -448,23 +457,26 @@ fn span_mask(first: usize, n: usize) -> u64 {
     (if n >= 64 { !0 } else { (1u64 << n) - 1 }) << first
 }
 
-/// First index of `n` (a power of two <= 32) free slabs aligned to `n`, in O(1).
-fn find_span(free: u64, n: usize) -> Option<usize> {
+/// First index of `n` (at most 32) free slabs starting at a multiple of `align` (a power
+/// of two at least `n`, at most 32), in O(log n).
+fn find_span(free: u64, n: usize, align: usize) -> Option<usize> {
+    debug_assert!(align.is_power_of_two() && align >= n && n >= 1 && align <= 32);
     let mut m = free;
-    // Fold: after step k, bit i (i a multiple of 2^k) says slabs i..i+2^k are all free.
+    // Fold: after each step, bit i says slabs i..i+width are all free (shifting brings
+    // zeros in from the top, so no run passes the superslab's end).
     let mut width = 1;
     while width < n {
-        m &= m >> width;
-        width *= 2;
+        let step = width.min(n - width);
+        m &= m >> step;
+        width += step;
     }
-    let aligned = match n {
+    let aligned = match align {
         1 => !0u64,
         2 => 0x5555_5555_5555_5555,
         4 => 0x1111_1111_1111_1111,
         8 => 0x0101_0101_0101_0101,
         16 => 0x0001_0001_0001_0001,
-        32 => 0x0000_0001_0000_0001,
-        _ => return None,
+        _ => 0x0000_0001_0000_0001,
     };
     let m = m & aligned;
     (m != 0).then(|| m.trailing_zeros() as usize)
@@ -600,23 +612,33 @@ mod tests {
 
     #[test]
     fn spans_are_found_aligned() {
-        assert_eq!(find_span(USABLE_SLABS, 1), Some(1));
-        assert_eq!(find_span(USABLE_SLABS, 2), Some(2));
-        assert_eq!(find_span(USABLE_SLABS, 4), Some(4));
-        assert_eq!(find_span(USABLE_SLABS, 8), Some(8));
-        assert_eq!(find_span(0b1111_0110, 4), Some(4));
-        assert_eq!(find_span(0b0111_1110, 4), None);
-        assert_eq!(find_span(0, 1), None);
-        assert_eq!(find_span(!0, 8), Some(0));
-        assert_eq!(find_span(USABLE_SLABS, 16), Some(16));
-        assert_eq!(find_span(USABLE_SLABS, 32), Some(32));
-        assert_eq!(find_span(USABLE_SLABS & !(1 << 40), 32), None);
+        for n in [1, 2, 4, 8, 16, 32] {
+            assert_eq!(find_span(USABLE_SLABS, n, n), Some(n), "{n}");
+        }
+        assert_eq!(find_span(0b1111_0110, 4, 4), Some(4));
+        assert_eq!(find_span(0b0111_1110, 4, 4), None);
+        assert_eq!(find_span(0, 1, 1), None);
+        assert_eq!(find_span(!0, 8, 8), Some(0));
+        assert_eq!(find_span(USABLE_SLABS & !(1 << 40), 32, 32), None);
+        // Lengths that are no power of two start at a multiple of the next one.
+        assert_eq!(find_span(USABLE_SLABS, 3, 4), Some(4));
+        assert_eq!(find_span(0b0111_0000, 3, 4), Some(4));
+        assert_eq!(find_span(0b1110_0000, 3, 4), None);
+        assert_eq!(find_span(0xff00_0ff0, 12, 16), None);
+        assert_eq!(find_span(0xfff0_0ff0, 12, 16), None);
+        assert_eq!(find_span(0x0fff_0000, 12, 16), Some(16));
+        assert_eq!(find_span(0x7fff_0000_0000_0000, 15, 16), Some(48));
+        assert_eq!(find_span(0x3fff_0000_0000_0000, 15, 16), None);
+        assert_eq!(find_span(USABLE_SLABS, 5, 8), Some(8));
+        // Only whole runs: the top slab is the last.
+        assert_eq!(find_span(0x8000_0000_0000_0000, 2, 2), None);
     }
 
     #[test]
     fn span_table_matches_size_class() {
         for (c, &n) in SPAN.iter() {
             assert_eq!(n as usize, span_slabs(c));
+            assert_eq!(SPAN_ALIGN[c] as usize, span_align_slabs(c));
         }
     }
 

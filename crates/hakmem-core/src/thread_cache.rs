@@ -14,7 +14,7 @@ use crate::heap::Heap;
 use crate::misuse::{self, Misuse};
 use crate::remote::Block;
 use crate::retain;
-use crate::size_class::{block_size, Class, PerClass, NUM_CLASSES};
+use crate::size_class::{block_size, is_medium, Class, PerClass, NUM_CLASSES};
 use crate::tls;
 use core::ptr::null_mut;
 
@@ -306,6 +306,30 @@ unsafe fn note_slow_path(tc: *mut ThreadCache, h: *mut Heap, c: Class) {
     crate::large::expire();
 }
 
+/// Give the blocks in the bins of the medium classes back to their spans, so that the
+/// slabs of each block, alone in its span, serve the next carve whatever its size.
+///
+/// A medium bin holds one block ([`config::cache_capacity`]): a program that frees and
+/// allocates a size again takes it back without a slow path, and one that moves on to
+/// other sizes finds what it freed in the free slabs at its next miss, instead of in 16
+/// bins of one size each. 16 slots of 64 KiB..4 MiB, every page written
+/// (`large-written`): with bins of 2 MiB a class the superslabs of medium blocks held
+/// 32 MiB for about three live blocks (`/proc/self/pagemap` per chunk at the end of a C
+/// replica, 300K operations), 15.5 MiB with empty bins.
+///
+/// # Safety
+/// `tc` is the calling thread's cache and `h` its heap, held.
+unsafe fn flush_medium(tc: *mut ThreadCache, h: *mut Heap) {
+    // SAFETY: by the caller.
+    let t = unsafe { &mut *tc };
+    for (k, bin) in t.bins.iter_mut() {
+        if is_medium(k) && !bin.head.is_null() {
+            // SAFETY: the bin's blocks are ours; `h` is our heap.
+            unsafe { flush_newest(bin, h, k, 0, Heap::flush) };
+        }
+    }
+}
+
 /// A class that missed gets a larger capacity, up to its profile's maximum.
 fn grow_capacity(bin: &mut Bin, c: Class) {
     let max = config::cache_capacity(&config::current(), block_size(c));
@@ -343,6 +367,12 @@ fn refill_bin<H: ThreadHooks>(c: Class) -> *mut u8 {
         bin.room += 1;
         return b.cast();
     }
+    if is_medium(c) {
+        // SAFETY: `tc` and `h` are this thread's.
+        unsafe { flush_medium(tc, h) };
+    }
+    // SAFETY: the thread's own cache (taken anew: the flush went through the bins).
+    let bin = unsafe { bin_of(tc, c) };
     grow_capacity(bin, c);
     let want = (bin.limit as usize / 2).max(1);
     // SAFETY: `h` is this thread's heap.
