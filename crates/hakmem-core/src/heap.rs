@@ -239,12 +239,9 @@ impl Heap {
                 }
                 // SAFETY: as above; still on the list, since no block came home.
                 let m = unsafe { &*meta };
-                let carved = m.carved_to();
                 // SAFETY: we own the slab.
-                let (first, n) = unsafe { m.take(self.carve_size(c, want)) };
-                add(&self.counts[c].carved, (m.carved_to() - carved) as isize);
+                let (first, n) = unsafe { self.take_counted(c, m, self.carve_size(c, want)) };
                 if n > 0 {
-                    self.add_taken(c, n as isize);
                     return (first, n);
                 }
                 self.unlink_partial(c, m);
@@ -264,26 +261,30 @@ impl Heap {
 
     /// [`Heap::refill`] of a medium class, whose spans hold one block each and so are
     /// never partial: a fresh span, carved once the blocks other threads gave back to our
-    /// latest superslabs came home (freeing their spans), from our free slabs, else from
-    /// the slabs that the rest of the given-back blocks free, else from another
-    /// superslab ([`Heap::new_slab`]).
+    /// latest superslabs came home (freeing their spans), from our free slabs, else, once
+    /// the rest of the given-back blocks came home, as [`Heap::new_slab`] finds one.
     fn refill_medium(&self, c: Class) -> (*mut Block, usize) {
         self.collect_pending(LOOK_BEFORE_CARVING);
         let mut meta = self.carve_owned(c);
-        if meta.is_null() && self.collect_pending(usize::MAX) {
-            meta = self.carve_owned(c);
-        }
         if meta.is_null() {
+            self.collect_pending(usize::MAX);
             meta = self.new_slab(c);
         }
         if meta.is_null() {
             return (null_mut(), 0);
         }
-        // SAFETY: a span of ours, on no partial list.
-        let m = unsafe { &*meta };
+        // SAFETY: a span of ours, of class `c`, on no partial list.
+        unsafe { self.take_counted(c, &*meta, 1) }
+    }
+
+    /// [`SlabMeta::take`] of up to `want` blocks of class `c` from `m`, counted.
+    ///
+    /// # Safety
+    /// We own the slab `m`, of class `c`.
+    unsafe fn take_counted(&self, c: Class, m: &SlabMeta, want: usize) -> (*mut Block, usize) {
         let carved = m.carved_to();
-        // SAFETY: we own the span.
-        let (first, n) = unsafe { m.take(1) };
+        // SAFETY: by the caller.
+        let (first, n) = unsafe { m.take(want) };
         add(&self.counts[c].carved, (m.carved_to() - carved) as isize);
         self.add_taken(c, n as isize);
         (first, n)
