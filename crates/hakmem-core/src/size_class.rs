@@ -529,6 +529,22 @@ pub const fn is_medium(c: Class) -> bool {
     BLOCK_SIZE[c.index()] as usize >= SLAB_SIZE
 }
 
+/// Index of the first medium class: the classes are in order of size, so the medium ones
+/// are the last.
+const FIRST_MEDIUM: usize = {
+    let sizes = compute_block_sizes();
+    let mut i = 0;
+    while (sizes[i] as usize) < SLAB_SIZE {
+        i += 1;
+    }
+    i
+};
+
+/// The medium classes ([`is_medium`]), smallest first.
+pub fn medium_classes() -> impl Iterator<Item = Class> {
+    (FIRST_MEDIUM..NUM_CLASSES).map(Class)
+}
+
 /// Where a span of class `c` may start: at a multiple of this many slabs (a power of
 /// two, [`span_slabs`] rounded up), so that the slab index of any address in it, rounded
 /// down to this, is the span's first slab, with no search.
@@ -720,6 +736,14 @@ mod tests {
             assert!(n == 1 || (n / 2) * SLAB_SIZE / b < 2, "class {c}");
             assert_eq!(n == 1, b <= 32 << 10, "class {c}");
         }
+    }
+
+    #[test]
+    fn medium_classes_are_the_classes_of_a_slab_or_more() {
+        let listed: Vec<Class> = medium_classes().collect();
+        let medium: Vec<Class> = Class::all().filter(|&c| is_medium(c)).collect();
+        assert!(!listed.is_empty());
+        assert_eq!(listed, medium);
     }
 
     #[test]

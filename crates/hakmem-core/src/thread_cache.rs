@@ -14,7 +14,7 @@ use crate::heap::Heap;
 use crate::misuse::{self, Misuse};
 use crate::remote::Block;
 use crate::retain;
-use crate::size_class::{block_size, is_medium, Class, PerClass, NUM_CLASSES};
+use crate::size_class::{block_size, is_medium, medium_classes, Class, PerClass, NUM_CLASSES};
 use crate::tls;
 use core::ptr::null_mut;
 
@@ -322,8 +322,9 @@ unsafe fn note_slow_path(tc: *mut ThreadCache, h: *mut Heap, c: Class) {
 unsafe fn flush_medium(tc: *mut ThreadCache, h: *mut Heap) {
     // SAFETY: by the caller.
     let t = unsafe { &mut *tc };
-    for (k, bin) in t.bins.iter_mut() {
-        if is_medium(k) && !bin.head.is_null() {
+    for k in medium_classes() {
+        let bin = &mut t.bins[k];
+        if !bin.head.is_null() {
             // SAFETY: the bin's blocks are ours; `h` is our heap.
             unsafe { flush_newest(bin, h, k, 0, Heap::flush) };
         }
