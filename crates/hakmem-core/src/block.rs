@@ -15,6 +15,7 @@ use crate::checks;
 use crate::chunk_map::{self, MAP_LARGE};
 use crate::large;
 use crate::misuse::{report_misuse, Misuse};
+use crate::os;
 use crate::pool;
 use crate::process::Hooks;
 use crate::size_class::{self, block_size, class_for, Class, MIN_ALIGN};
@@ -232,13 +233,14 @@ unsafe fn free_small<const CHECKED: bool>(p: *mut u8, c: Class) {
 #[cold]
 unsafe fn free_large(p: *mut u8) {
     let _errno = KeepErrno::new();
+    let now = os::now_ms();
     // SAFETY: by the caller, a live large block.
     match unsafe { large::header_of(p) } {
         // SAFETY: the header is the block's.
-        Some(h) => unsafe { large::free(h) },
+        Some(h) => unsafe { large::free(h, now) },
         None => report_misuse(p, Misuse::InvalidFree, None),
     }
-    pool::expire();
+    pool::expire(now);
 }
 
 /// Free `p` without knowing its size (C's `free`), classifying it once; null is ignored.
@@ -522,7 +524,7 @@ pub unsafe fn realloc_unsized<const CHECKED: bool>(p: *mut u8, new_size: usize) 
             core::ptr::copy_nonoverlapping(p, q, old.min(new_size));
             match block {
                 Ok(class) => free_small::<CHECKED>(p, class),
-                Err(h) => large::free(h),
+                Err(h) => large::free(h, os::now_ms()),
             }
         }
     }

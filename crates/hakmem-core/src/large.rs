@@ -25,6 +25,11 @@
 //! block freed there, or written when the extent was split there), so a stale pointer
 //! into it is told apart as no live block; handing a block out clears the bits of its
 //! other chunks first.
+//!
+//! The base of every cached extent holds a header whose class map is all `MAP_LARGE`
+//! (that of the block freed there, or one written where the extent was split), and
+//! `mremap` moves it with the mapping: only a fresh mapping's class map is written when a
+//! block is handed out.
 
 use crate::chunk_map::{self, ChunkHeader, CHUNK_SIZE, MAP_LARGE};
 use crate::config;
@@ -145,7 +150,7 @@ pub fn alloc(size: usize, align: usize) -> (*mut u8, usize) {
     };
     retain::observe();
     // SAFETY: the mapping is ours and at least MIN_OFFSET bytes long.
-    unsafe { write_header(base, map_size, offset, size) };
+    unsafe { write_header(base, map_size, offset, size, fresh) };
     if fresh {
         chunk_map::insert(base);
     }
@@ -153,14 +158,25 @@ pub fn alloc(size: usize, align: usize) -> (*mut u8, usize) {
     ((base + offset) as *mut u8, dirty.saturating_sub(offset))
 }
 
+/// Write the header at `base`, and its class map when `class_map` (a mapping that has no
+/// large header yet: the module's invariant spares the others 64 stores).
+///
 /// # Safety
 /// `[base, base + MIN_OFFSET)` is ours to write.
-unsafe fn write_header(base: usize, map_size: usize, offset: usize, requested: usize) {
+unsafe fn write_header(
+    base: usize,
+    map_size: usize,
+    offset: usize,
+    requested: usize,
+    class_map: bool,
+) {
     let h = base as *mut LargeHeader;
     // SAFETY: by the caller.
     unsafe {
-        for e in (*h).header.class_map.iter() {
-            e.store(MAP_LARGE, Ordering::Relaxed);
+        if class_map {
+            for e in (*h).header.class_map.iter() {
+                e.store(MAP_LARGE, Ordering::Relaxed);
+            }
         }
         (*h).magic = MAGIC ^ base;
         (*h).map_size = map_size;
@@ -226,11 +242,11 @@ impl Large {
     }
 }
 
-/// Free the large block whose header is `h`.
+/// Free the large block whose header is `h`, at `now` ([`os::now_ms`]).
 ///
 /// # Safety
 /// `h` came from [`header_of`] for a block the caller gives up.
-pub unsafe fn free(h: Large) {
+pub unsafe fn free(h: Large, now: u64) {
     let (base, map_size) = (h.base(), h.map_size());
     // SAFETY: the header is ours until the mapping is cached or unmapped.
     unsafe { (*h.ptr()).magic = 0 };
@@ -238,13 +254,13 @@ pub unsafe fn free(h: Large) {
     let c = Cached {
         base,
         map_size,
-        freed_ms: os::now_ms(),
+        freed_ms: now,
     };
-    if let Some(rejected) = put_cached(c, &config::current()) {
+    if let Some(rejected) = put_cached(c, config::current()) {
         // SAFETY: the mapping is ours and unused.
         unsafe { unmap(rejected) };
     }
-    expire();
+    expire(now);
     retain::wake();
 }
 
@@ -278,7 +294,7 @@ fn clear_inner_chunk_bits(base: usize, size: usize) {
 /// The first page of the extent is ours to write.
 unsafe fn write_free_header(base: usize) {
     // SAFETY: by the caller.
-    unsafe { write_header(base, 0, MIN_OFFSET, 0) };
+    unsafe { write_header(base, 0, MIN_OFFSET, 0, true) };
     // SAFETY: as above; a zero magic matches no base.
     unsafe { (*(base as *mut LargeHeader)).magic = 0 };
     chunk_map::insert(base);
@@ -487,9 +503,9 @@ fn put_cached(c: Cached, policy: &config::Policy) -> Option<Cached> {
     evicted
 }
 
-/// Unmap the cached mappings over the retention budget or kept too long, oldest first.
-pub fn expire() {
-    let now = os::now_ms();
+/// Unmap the cached mappings over the retention budget or kept too long at `now`
+/// ([`os::now_ms`]), oldest first.
+pub fn expire(now: u64) {
     loop {
         let oldest = {
             let mut cache = CACHE.lock();
@@ -497,7 +513,7 @@ pub fn expire() {
                 return;
             }
             let old = cache.entries[0];
-            let excess = retain::excess();
+            let excess = retain::excess(now);
             if retain::expired(old.freed_ms, now) {
                 cache.remove(0)
             } else if excess == 0 {

@@ -168,25 +168,25 @@ pub fn acquire(wide: bool, large_heap: bool) -> *mut SuperSlab {
 /// # Safety
 /// `ss` is empty (no slab in use, no remote block pending) and the caller gives it up.
 pub unsafe fn release_empty(ss: *mut SuperSlab) {
+    let now = os::now_ms();
     // SAFETY: the caller gives us `ss`.
     unsafe {
         (*ss).set_owner(OwnerId::NONE);
-        (*ss).released_ms.set(os::now_ms());
+        (*ss).released_ms.set(now);
         EMPTY.lock().push(ss);
     }
     retain::add(CHUNK_SIZE);
-    expire();
+    expire(now);
     // Only noted: the caller holds a heap (its thread in a slow path, which wakes the
     // background return after, or the background return itself).
     retain::want();
 }
 
 /// Give back (unmap) the kept superslabs that are over the retention budget or have been
-/// kept too long, oldest first.
-pub fn expire() {
-    let now = os::now_ms();
+/// kept too long at `now` ([`os::now_ms`]), oldest first.
+pub fn expire(now: u64) {
     loop {
-        let over = retain::excess() > 0;
+        let over = retain::excess(now) > 0;
         let ss = EMPTY
             .lock()
             .pop_oldest_if(|s| over || retain::expired(s.released_ms.get(), now));

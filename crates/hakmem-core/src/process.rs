@@ -162,8 +162,9 @@ extern "C" fn returner(_: *mut c_void) -> *mut c_void {
         os::sleep_ms((config::current().retain_ms / 2).max(50));
         retain::take_wanted();
         let active = heap::upkeep_idle_heaps();
-        pool::expire();
-        large::expire();
+        let now = os::now_ms();
+        pool::expire(now);
+        large::expire(now);
         if !active && !retain::wanted() && retain::retained() == 0 {
             RETURNER.store(RETURNER_IDLE, Ordering::SeqCst);
             // A wake between the check and the store found the thread running and did

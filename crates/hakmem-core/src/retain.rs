@@ -107,13 +107,16 @@ pub fn retained() -> usize {
     RETAINED.load(Relaxed)
 }
 
-/// Bytes retained over the budget now (0 when within it).
-pub fn excess() -> usize {
+/// Bytes retained over the budget at `now` ([`os::now_ms`]; 0 when within it).
+pub fn excess(now: u64) -> usize {
     let retained = RETAINED.load(Relaxed);
-    let in_use = COUNTERS.mapped_bytes.load(Relaxed).saturating_sub(retained);
     let policy = config::current();
+    if retained <= policy.retain_floor {
+        return 0;
+    }
+    let in_use = COUNTERS.mapped_bytes.load(Relaxed).saturating_sub(retained);
     // The recent peak is at least `in_use`: it is reset to it whenever it is reached.
-    let budget = recent_peak(in_use, policy.retain_ms).max(policy.retain_floor);
+    let budget = recent_peak(in_use, policy.retain_ms, now).max(policy.retain_floor);
     retained.saturating_sub(budget)
 }
 
@@ -124,7 +127,7 @@ pub fn observe() {
         .load(Relaxed)
         .saturating_sub(RETAINED.load(Relaxed));
     if in_use > PEAK.load(Relaxed) {
-        recent_peak(in_use, config::current().retain_ms);
+        recent_peak(in_use, config::current().retain_ms, os::now_ms());
     }
 }
 
@@ -133,8 +136,7 @@ pub fn expired(since_ms: u64, now_ms: u64) -> bool {
     now_ms.saturating_sub(since_ms) >= config::current().retain_ms
 }
 
-fn recent_peak(in_use: usize, window_ms: u64) -> usize {
-    let now = os::now_ms();
+fn recent_peak(in_use: usize, window_ms: u64, now: u64) -> usize {
     let peak = PEAK.load(Relaxed);
     if in_use >= peak || now.saturating_sub(PEAK_MS.load(Relaxed)) > window_ms {
         PEAK.store(in_use, Relaxed);

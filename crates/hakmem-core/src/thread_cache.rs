@@ -255,7 +255,7 @@ unsafe fn setup_thread<H: ThreadHooks>(tc: *mut ThreadCache) -> *mut Heap {
     // SAFETY: the thread's own cache.
     unsafe {
         for (c, bin) in (*tc).bins.iter_mut() {
-            bin.set_limit(initial_capacity(&policy, c));
+            bin.set_limit(initial_capacity(policy, c));
         }
         (*tc).heap = h;
     }
@@ -290,7 +290,7 @@ unsafe fn note_slow_path(tc: *mut ThreadCache, h: *mut Heap, c: Class) {
     t.active = 0;
     let policy = config::current();
     for (k, bin) in t.bins.iter_mut() {
-        let min = config::min_capacity(&policy, block_size(k));
+        let min = config::min_capacity(policy, block_size(k));
         if idle & (1 << k.index()) == 0 || bin.limit <= min {
             continue;
         }
@@ -302,8 +302,9 @@ unsafe fn note_slow_path(tc: *mut ThreadCache, h: *mut Heap, c: Class) {
     }
     // SAFETY: `h` is our heap.
     unsafe { (*h).maintain() };
-    crate::pool::expire();
-    crate::large::expire();
+    let now = crate::os::now_ms();
+    crate::pool::expire(now);
+    crate::large::expire(now);
 }
 
 /// Give the blocks in the bins of the medium classes back to their spans, so that the
@@ -333,7 +334,7 @@ unsafe fn flush_medium(tc: *mut ThreadCache, h: *mut Heap) {
 
 /// A class that missed gets a larger capacity, up to its profile's maximum.
 fn grow_capacity(bin: &mut Bin, c: Class) {
-    let max = config::cache_capacity(&config::current(), block_size(c));
+    let max = config::cache_capacity(config::current(), block_size(c));
     if bin.limit < max {
         bin.set_limit((bin.limit * 2).min(max));
     }
