@@ -185,6 +185,11 @@ static uint64_t mid_large(uint64_t ops) {
     return churn_threads(ops, 2, 64, (sizes_t){ 8 << 10, 32 << 10 });
 }
 
+/* 16 slots of 64 KiB..4 MiB, touched at their ends only (churn.rs's large). */
+static uint64_t large(uint64_t ops) {
+    return churn_threads(ops, 1, 16, (sizes_t){ 64 << 10, 4 << 20 });
+}
+
 static uint64_t wide_churn(uint64_t ops) {
     return churn_threads(ops, 1, 1000, (sizes_t){ 16, 32 << 10 });
 }
@@ -673,6 +678,7 @@ static const workload_t WORKLOADS[] = {
     { "c-larson-2t", 10000000, larson_2t },
     { "c-mid-large", 5000000, mid_large },
     { "c-wide-churn", 5000000, wide_churn },
+    { "c-large", 300000, large },
     { "c-many-threads", 8000000, many_threads },
     { "c-pages", 5000000, pages },
     { "c-batch-fwd", 1000000, batch_fwd },
