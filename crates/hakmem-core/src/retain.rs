@@ -111,9 +111,6 @@ pub fn retained() -> usize {
 pub fn excess(now: u64) -> usize {
     let retained = RETAINED.load(Relaxed);
     let policy = config::current();
-    if retained <= policy.retain_floor {
-        return 0;
-    }
     let in_use = COUNTERS.mapped_bytes.load(Relaxed).saturating_sub(retained);
     // The recent peak is at least `in_use`: it is reset to it whenever it is reached.
     let budget = recent_peak(in_use, policy.retain_ms, now).max(policy.retain_floor);

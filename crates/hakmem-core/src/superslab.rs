@@ -46,11 +46,12 @@ pub const USABLE_SLABS: u64 = !1;
 /// never carved (`(end - bump) / block_size`). So `used == 0` means every block is home
 /// and no other thread can still touch the slab. Only the owner touches the `Cell` fields.
 ///
-/// The metadata of a slab that is not the first of a span in use is read by nothing (its
-/// class-map byte, read first, says so): [`SuperSlab::carve_slab`] sets every field of a
-/// span's first slab before use, and its `remote` list is empty whenever the slab is not
-/// in use (a span is released only at `used == 0`), so [`SuperSlab::init`] leaves the
-/// metadata of a recycled superslab as it was.
+/// The metadata of a slab that is not the first of a span in use is read only through a
+/// stale pending bit (`Heap::collect_pending`, which then finds an empty list):
+/// [`SuperSlab::carve_slab`] sets every field of a span's first slab before use, its
+/// `remote` list is empty whenever the slab is not in use (a span is released only at
+/// `used == 0`), and its `class` is always a class (set by a carve, or zero). So
+/// [`SuperSlab::init`] leaves the metadata of a recycled superslab as it was.
 ///
 /// # The remote-free protocol
 ///
