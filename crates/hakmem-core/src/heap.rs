@@ -518,20 +518,59 @@ impl Heap {
     }
 
     /// A span for class `c` carved from the free slabs of the first of our superslabs
-    /// that has room; null if none has.
+    /// that has room, or, for a medium class, of the one at the lowest address that has;
+    /// null if none has.
+    ///
+    /// A medium block is a span of its own and is freed back to the free slabs, so where
+    /// the next one goes decides which pages a program that cycles them keeps touching:
+    /// always the lowest superslab with room (with the pool's lowest, [`pool::acquire`])
+    /// keeps them in as few superslabs as the live ones need, where the newest first let
+    /// them wander over every superslab the heap ever took. 16 slots of 64 KiB..4 MiB
+    /// touched at their ends (a replica of `large`, 300K replacements, resident pages from
+    /// `/proc/self/pagemap` per chunk at the end, one run each): the superslabs of the
+    /// medium blocks 12.8 -> 9.6 MiB with the pool's lowest, 7.5 with both. It walks
+    /// every owned superslab, as a medium carve did already when superslabs of small
+    /// blocks came first on the list.
     fn carve_owned(&self, c: Class) -> *mut SlabMeta {
+        let ss = if is_medium(c) {
+            self.lowest_with_room(c)
+        } else {
+            self.first_with_room(c)
+        };
+        if ss.is_null() {
+            return null_mut();
+        }
+        // SAFETY: we own it, and it has room for `c`.
+        unsafe { self.carve(&*ss, c) }
+    }
+
+    /// The first of our superslabs (newest first) that has room for class `c`, or null.
+    fn first_with_room(&self, c: Class) -> *mut SuperSlab {
         let mut ss = self.owned.get();
         while !ss.is_null() {
             // SAFETY: we own it.
             let s = unsafe { &*ss };
-            // SAFETY: as above.
-            let meta = unsafe { self.carve(s, c) };
-            if !meta.is_null() {
-                return meta;
+            if s.has_room(c) {
+                return ss;
             }
             ss = s.next.get();
         }
         null_mut()
+    }
+
+    /// Our superslab at the lowest address that has room for class `c`, or null.
+    fn lowest_with_room(&self, c: Class) -> *mut SuperSlab {
+        let mut lowest: *mut SuperSlab = null_mut();
+        let mut ss = self.owned.get();
+        while !ss.is_null() {
+            // SAFETY: we own it.
+            let s = unsafe { &*ss };
+            if s.has_room(c) && (lowest.is_null() || ss < lowest) {
+                lowest = ss;
+            }
+            ss = s.next.get();
+        }
+        lowest
     }
 
     /// Whether this heap owns enough superslabs for those of small blocks to have huge

@@ -58,19 +58,23 @@ impl Stack {
         ss
     }
 
-    /// The newest superslab that `pick` (given it) chooses, if any.
-    fn pop_newest_where(&mut self, pick: impl Fn(&SuperSlab) -> bool) -> *mut SuperSlab {
+    /// The superslab at the lowest address that `pick` (given it) chooses, if any.
+    fn pop_lowest_where(&mut self, pick: impl Fn(&SuperSlab) -> bool) -> *mut SuperSlab {
+        let mut lowest: *mut SuperSlab = null_mut();
         let mut ss = self.head;
-        // SAFETY: superslabs on the list are valid and ours while locked.
-        while !ss.is_null() && !pick(unsafe { &*ss }) {
-            // SAFETY: as above.
-            ss = unsafe { (*ss).next.get() };
+        while !ss.is_null() {
+            // SAFETY: superslabs on the list are valid and ours while locked.
+            let s = unsafe { &*ss };
+            if pick(s) && (lowest.is_null() || ss < lowest) {
+                lowest = ss;
+            }
+            ss = s.next.get();
         }
-        if !ss.is_null() {
-            // SAFETY: as above; `ss` is on the list.
-            unsafe { self.unlink(ss) };
+        if !lowest.is_null() {
+            // SAFETY: as above; `lowest` is on the list.
+            unsafe { self.unlink(lowest) };
         }
-        ss
+        lowest
     }
 
     /// The oldest superslab, if `pick` (given it) says so.
@@ -116,9 +120,11 @@ static ABANDONED: [SpinLock<Stack>; 2] = [SpinLock::new(Stack::new()), SpinLock:
 /// An empty superslab owned by nobody, from the cache or freshly mapped; null when the
 /// OS refuses. `wide`: what it is wanted for ([`SuperSlab::holds_wide`]).
 ///
-/// From the cache, the newest that held the same kind before, if any: its resident
-/// pages are where the new owner will carve the same kind of slabs. Taking the newest of
-/// any kind, a thread started after others exited took for its first small blocks a
+/// From the cache, the one at the lowest address that held the same kind before, if any:
+/// its resident pages are where the new owner will carve the same kind of slabs, and
+/// taking the lowest (not the newest, as before) keeps a heap that cycles medium blocks on
+/// the same few superslabs (`Heap::carve_owned` says by how much). Taking any kind, a
+/// thread started after others exited took for its first small blocks a
 /// superslab that had held wide ones, and carved its wide blocks into the untouched
 /// slabs of another (the benchmark's warm-up round is such a pair of threads): peak RSS
 /// of `c-mid-large` 13.6 MiB without this choice, 8.2 with it (medians of 7 and 5
@@ -132,7 +138,7 @@ pub fn acquire(wide: bool, large_heap: bool) -> *mut SuperSlab {
     let mut advised = false;
     let cached = {
         let mut empty = EMPTY.lock();
-        let same = empty.pop_newest_where(|s| s.holds_wide() == wide);
+        let same = empty.pop_lowest_where(|s| s.holds_wide() == wide);
         if same.is_null() {
             empty.pop()
         } else {

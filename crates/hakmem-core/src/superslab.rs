@@ -301,6 +301,23 @@ impl SuperSlab {
         self.advice.set(want);
     }
 
+    /// Whether [`SuperSlab::carve_slab`] would give a span for class `c` (owner only).
+    pub fn has_room(&self, c: Class) -> bool {
+        self.room_for(c).is_some()
+    }
+
+    /// The first slab of the span [`SuperSlab::carve_slab`] would carve for class `c`.
+    fn room_for(&self, c: Class) -> Option<usize> {
+        if !self.is_empty() && self.wide.get() != is_wide_class(c) {
+            return None;
+        }
+        find_span(
+            self.free_slabs.get(),
+            SPAN[c] as usize,
+            SPAN_ALIGN[c] as usize,
+        )
+    }
+
     /// Carve a span for class `c` out of the free slabs; null if there is no room, or if
     /// the superslab is carved into the other kind ([`SuperSlab::holds_wide`]). An empty
     /// superslab takes the kind of `c`, and huge pages when it is for small blocks and
@@ -309,17 +326,15 @@ impl SuperSlab {
     /// # Safety
     /// The caller owns this superslab (or holds it alone, fresh from the pool).
     pub unsafe fn carve_slab(&self, c: Class, large_heap: bool) -> *mut SlabMeta {
-        let n = SPAN[c] as usize;
-        let wide = is_wide_class(c);
-        if self.is_empty() {
-            self.wide.set(wide);
-            self.advise(!wide && large_heap);
-        } else if self.wide.get() != wide {
-            return null_mut();
-        }
-        let Some(first) = find_span(self.free_slabs.get(), n, SPAN_ALIGN[c] as usize) else {
+        let Some(first) = self.room_for(c) else {
             return null_mut();
         };
+        let n = SPAN[c] as usize;
+        if self.is_empty() {
+            let wide = is_wide_class(c);
+            self.wide.set(wide);
+            self.advise(!wide && large_heap);
+        }
         let mask = span_mask(first, n);
         self.free_slabs.set(self.free_slabs.get() & !mask);
         self.dirty.set(self.dirty.get() & !mask);
