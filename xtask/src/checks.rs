@@ -102,6 +102,8 @@ const CHECKS: [Check; 3] = [
                 "--test",
                 "large_blocks",
                 "--test",
+                "pair_chunks",
+                "--test",
                 "class_usage",
                 "--target-dir",
                 "target/miri",

@@ -143,12 +143,21 @@ pub fn alloc_zeroed<const CHECKED: bool>(size: usize, align: usize) -> *mut u8 {
 /// ([`large::alloc`]).
 #[cold]
 fn alloc_large(size: usize, align: usize) -> (*mut u8, usize) {
-    let got = large::alloc(size, align);
+    large_block(size, align, false)
+}
+
+/// [`alloc_large`] of a block a resize makes ([`large::alloc`]'s `resized`).
+fn resized_large(size: usize, align: usize) -> *mut u8 {
+    large_block(size, align, true).0
+}
+
+fn large_block(size: usize, align: usize, resized: bool) -> (*mut u8, usize) {
+    let got = large::alloc(size, align, resized);
     if !got.0.is_null() {
         return got;
     }
     thread_cache::trim::<Hooks>();
-    large::alloc(size, align)
+    large::alloc(size, align, resized)
 }
 
 /// Free a block whose request `(size, align)` the caller still knows: the class comes
@@ -412,7 +421,8 @@ pub unsafe fn realloc<const CHECKED: bool>(
         // SAFETY: by the caller, a live large block.
         match unsafe { large::header_of(p) } {
             // Only resize in place when the alignment is the block's own; `mremap` may
-            // refuse (a reused extent may span several kernel mappings): then move.
+            // refuse (a reused extent may span several kernel mappings), and a half of
+            // a pair chunk does not grow past its half (`large::Pair`): then move.
             Some(h) if h.offset() == align.max(128) => {
                 // SAFETY: the header is the block's.
                 let q = unsafe { large::realloc(h, new_size) };
@@ -432,7 +442,7 @@ pub unsafe fn realloc<const CHECKED: bool>(
 /// # Safety
 /// As for [`realloc`] (plain).
 unsafe fn move_to_large(p: *mut u8, old_size: usize, align: usize, new_size: usize) -> *mut u8 {
-    let q = alloc_large(new_size, align).0;
+    let q = resized_large(new_size, align);
     // SAFETY: by the caller; `q` is fresh.
     unsafe { move_into::<false>(p, q, old_size, align, new_size) }
 }
@@ -505,7 +515,8 @@ pub unsafe fn realloc_unsized<const CHECKED: bool>(p: *mut u8, new_size: usize) 
                 if !q.is_null() {
                     return q;
                 }
-                // `mremap` cannot move the mapping: copy below instead.
+                // `mremap` cannot move the mapping, or the block outgrew its half of a
+                // pair chunk (`large::Pair`): copy below instead.
             }
             (usable, Err(h))
         }
@@ -513,7 +524,7 @@ pub unsafe fn realloc_unsized<const CHECKED: bool>(p: *mut u8, new_size: usize) 
         Owner::Invalid => report_not_freed::<CHECKED>(p, NotFreed::Invalid),
     };
     let q = if !CHECKED && resized_is_large(new_size, MIN_ALIGN) {
-        alloc_large(new_size, MIN_ALIGN).0
+        resized_large(new_size, MIN_ALIGN)
     } else {
         alloc::<CHECKED>(new_size, MIN_ALIGN)
     };

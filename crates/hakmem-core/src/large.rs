@@ -1,7 +1,7 @@
 //! Large blocks (over 1 MiB, blocks a resize made larger than
 //! [`crate::block::GROW_LARGE_FROM`], or alignment the slabs cannot give): each is its own
-//! mapping, starting on a chunk boundary with a [`LargeHeader`], the user's bytes at
-//! `offset` from the start.
+//! mapping (or half a pair chunk, below), starting on a chunk boundary with a
+//! [`LargeHeader`], the user's bytes at `offset` from the start.
 //!
 //! ```text
 //!  chunk base                        base + offset                     base + map_size
@@ -10,7 +10,18 @@
 //!
 //! `offset` is 128, or the alignment when larger (at most [`MAX_ALIGN`]), so the user
 //! pointer always lies in the first chunk and `free` finds the header by masking.
-//! `realloc` grows or moves the mapping with `mremap`, never copying.
+//! `realloc` grows or moves the mapping with `mremap`, never copying (but for halves).
+//!
+//! Blocks of 1..2 MiB (header included, offset 128) take half a chunk instead: a *pair
+//! chunk* ([`Pair`]) holds two, the high one with its header at `base + CHUNK_SIZE / 2`,
+//! which `free` finds by masking too, once the base header's `pair` flag says so. A half
+//! is resized in place while it fits and moved (copied) past it. Blocks a resize makes
+//! never take a half: they tend to grow on.
+//!
+//! ```text
+//!  chunk base (pair flag set)             base + CHUNK_SIZE / 2
+//!  | LargeHeader | low block ...          | LargeHeader | high block ...          |
+//! ```
 //!
 //! Freed mappings are kept committed in a cache of *extents* (within the budget of
 //! [`crate::retain`]), so that a program cycling through large buffers does not pay
@@ -30,12 +41,18 @@
 //! (that of the block freed there, or one written where the extent was split), and
 //! `mremap` moves it with the mapping: only a fresh mapping's class map is written when a
 //! block is handed out.
+//!
+//! The `pair` flag of a header at a chunk base is nonzero only while that chunk is a pair
+//! chunk in the table: every plain block's header and every header written for a cached
+//! extent has it zero, and a pair's is cleared before its chunk goes to the cache. So
+//! [`header_of`] reads a header at `base + CHUNK_SIZE / 2` only in a pair chunk, where
+//! one is mapped and is never user bytes.
 
 use crate::chunk_map::{self, ChunkHeader, CHUNK_SIZE, MAP_LARGE};
 use crate::config;
 use crate::os::{self, PAGE_SIZE};
 use crate::retain;
-use crate::sync::{AtomicUsize, Ordering, SpinLock};
+use crate::sync::{AtomicU64, AtomicUsize, Ordering, SpinLock};
 use core::ptr::{null_mut, NonNull};
 
 /// Largest alignment served (the user pointer must stay in the first chunk).
@@ -43,10 +60,11 @@ pub const MAX_ALIGN: usize = CHUNK_SIZE / 2;
 const MIN_OFFSET: usize = 128;
 const MAGIC: usize = 0x6861_6b6d_656d_4c47; // "hakmemLG"
 
-/// Header of a large mapping.
+/// Header of a large block: at the base of its mapping, or of its half of a pair chunk.
 ///
-/// Invariant: `magic == MAGIC ^ base` while the mapping is handed out (so a stale or
-/// foreign pointer is told apart), `offset + usable <= map_size`.
+/// Invariant: `magic == MAGIC ^ base` (the header's own address) while the block is
+/// handed out (so a stale or foreign pointer is told apart), `offset + usable <=
+/// map_size` (for a half, `map_size` is the half's size).
 #[repr(C)]
 pub struct LargeHeader {
     header: ChunkHeader,
@@ -55,11 +73,16 @@ pub struct LargeHeader {
     offset: usize,
     /// The size last asked for (by alloc or realloc).
     requested: usize,
+    /// Read in two places only: in a header at a chunk base, nonzero exactly while the
+    /// chunk is a pair chunk (the module's invariant, [`header_of`]); in the header of a
+    /// live block, nonzero iff the block is half of a pair chunk ([`Large::is_pair`]).
+    /// Elsewhere (a freed high half's header) it is left as it was.
+    pair: AtomicUsize,
 }
 
 const _: () = assert!(core::mem::size_of::<LargeHeader>() <= MIN_OFFSET);
 
-/// Bytes handed out in large blocks (their whole mappings).
+/// Bytes handed out in large blocks (their whole mappings, or halves).
 pub static LARGE_BYTES: AtomicUsize = AtomicUsize::new(0);
 
 #[derive(Clone, Copy)]
@@ -73,11 +96,15 @@ struct Cached {
 /// Most entries the cache can hold (profiles choose fewer).
 const CACHE_SLOTS: usize = 64;
 
-/// Freed mappings, oldest first.
+/// Freed mappings, oldest first, and the pair chunks.
 struct Cache {
     entries: [Cached; CACHE_SLOTS],
     len: usize,
     bytes: usize,
+    pairs: [Pair; PAIR_SLOTS],
+    pairs_len: usize,
+    /// Bytes of the free halves counted as retained ([`Pair::counts`]).
+    free_half_bytes: usize,
 }
 
 static CACHE: SpinLock<Cache> = SpinLock::new(Cache {
@@ -88,7 +115,77 @@ static CACHE: SpinLock<Cache> = SpinLock::new(Cache {
     }; CACHE_SLOTS],
     len: 0,
     bytes: 0,
+    pairs: [Pair {
+        base: 0,
+        live: 0,
+        dirty: [0; 2],
+        freed_ms: [0; 2],
+    }; PAIR_SLOTS],
+    pairs_len: 0,
+    free_half_bytes: 0,
 });
+
+/// Half a chunk: a pair chunk holds two blocks of at most this, header included.
+const HALF: usize = CHUNK_SIZE / 2;
+/// Blocks that need more than this and at most [`HALF`] (with the plain offset) take half
+/// a pair chunk; smaller ones are large only when a resize made them so, and grow.
+const PAIR_FROM: usize = HALF / 2;
+/// Most pair chunks at once; past them, blocks take whole chunks as others do.
+const PAIR_SLOTS: usize = 64;
+
+/// A *pair chunk*: a chunk (an extent of exactly [`CHUNK_SIZE`], chunk aligned) that
+/// holds two blocks, one per half, each with its header at its half's start and its user
+/// bytes at [`MIN_OFFSET`] past it. The chunk's base header is the low half's, and its
+/// `pair` flag tells [`header_of`] that a pointer in the high half has its header at
+/// `base + HALF`.
+///
+/// Why: blocks of 1..2 MiB each had a chunk to themselves, and a program cycling blocks
+/// of many sizes touched, over time, every page of every chunk past its first block's
+/// end. Two to a chunk, they need fewer chunks.
+///
+/// Invariants (the table's entries, under the cache's lock):
+/// - the base header's `pair` flag is nonzero exactly while the pair is in the table
+///   (set before it enters, cleared once it left, before the chunk is a cached extent);
+/// - a block in the low half ends before `base + HALF` (its need is at most `HALF`), so
+///   the high half's header is never user bytes;
+/// - a half whose `live` bit is clear is not handed out, and its header's magic is 0;
+///   a set bit is a block handed out or a decommit in flight ([`expire_pairs`]);
+/// - the bytes of half `h` past `dirty[h]` (from the half's start) are zero: a half
+///   handed out is counted dirty whole, and a decommit lowers it only when the OS did it
+///   (`MADV_DONTNEED`: pages given back read as zero; a lazy `MADV_FREE` would not do);
+/// - a free half of a pair in the table with `dirty > PAGE_SIZE` counts `HALF` bytes
+///   as retained ([`crate::retain`]) and in [`cached_bytes`] ([`Pair::counts`]).
+#[derive(Clone, Copy)]
+struct Pair {
+    base: usize,
+    /// Bit `h`: half `h` is handed out, or being decommitted.
+    live: u8,
+    dirty: [usize; 2],
+    /// When each half was last freed ([`os::now_ms`]).
+    freed_ms: [u64; 2],
+}
+
+impl Pair {
+    fn half_base(&self, h: usize) -> usize {
+        self.base + h * HALF
+    }
+
+    /// Whether half `h` is free with pages to give back: counted as retained.
+    fn counts(&self, h: usize) -> bool {
+        self.live & (1 << h) == 0 && self.dirty[h] > PAGE_SIZE
+    }
+}
+
+/// No free half of a pair in use with pages to give back was freed before this
+/// ([`os::now_ms`]; `u64::MAX`: there is none), so [`expire_pairs`] has nothing to do
+/// until `retain_ms` after it (or the budget is exceeded). Written under the cache's
+/// lock, read without it (a free of a large block looks at it and goes on).
+static HALVES_DUE_MS: AtomicU64 = AtomicU64::new(u64::MAX);
+
+/// Lower [`HALVES_DUE_MS`] to `ms` (under the cache's lock).
+fn half_due(ms: u64) {
+    HALVES_DUE_MS.fetch_min(ms, Ordering::Relaxed);
+}
 
 fn offset_for(align: usize) -> usize {
     if align > MIN_OFFSET {
@@ -124,8 +221,9 @@ const WHOLE_MAPPING_HUGE_FROM: usize = 2 * os::HUGE_PAGE_SIZE;
 /// A large block of at least `size` bytes aligned to `align`; `(ptr, dirty)`, where the
 /// bytes from `ptr + dirty` on are known to be zero (0 for a fresh mapping; a cached
 /// extent grown by `mremap` is zero past its old end), so `calloc` clears only the
-/// first `dirty`. Null on failure.
-pub fn alloc(size: usize, align: usize) -> (*mut u8, usize) {
+/// first `dirty`. Null on failure. `resized`: the block is made by a resize, and takes
+/// no half of a pair chunk (it may well grow on, which a half cannot do in place).
+pub fn alloc(size: usize, align: usize, resized: bool) -> (*mut u8, usize) {
     if align > MAX_ALIGN {
         return (null_mut(), 0);
     }
@@ -139,18 +237,23 @@ pub fn alloc(size: usize, align: usize) -> (*mut u8, usize) {
     if need > isize::MAX as usize / 2 {
         return (null_mut(), 0);
     }
+    if !resized && offset == MIN_OFFSET && need > PAIR_FROM && need <= HALF {
+        if let Some(got) = alloc_half(size) {
+            return got;
+        }
+    }
     let Some(Obtained {
         base,
         map_size,
         fresh,
         dirty,
-    }) = obtain(need)
+    }) = obtain(need, need >= WHOLE_MAPPING_HUGE_FROM)
     else {
         return (null_mut(), 0);
     };
     retain::observe();
     // SAFETY: the mapping is ours and at least MIN_OFFSET bytes long.
-    unsafe { write_header(base, map_size, offset, size, fresh) };
+    unsafe { write_header(base, map_size, offset, size, fresh, false) };
     if fresh {
         chunk_map::insert(base);
     }
@@ -158,8 +261,221 @@ pub fn alloc(size: usize, align: usize) -> (*mut u8, usize) {
     ((base + offset) as *mut u8, dirty.saturating_sub(offset))
 }
 
+/// [`alloc`] of a block that takes half a pair chunk ([`Pair`]): a free half of the
+/// pair at the lowest address, else the low half of a new pair. `None` when the table of
+/// pairs is full or no mapping can be had (the caller then takes the usual path).
+fn alloc_half(size: usize) -> Option<(*mut u8, usize)> {
+    let (half, dirty) = match take_half() {
+        Some(got) => got,
+        None => new_pair()?,
+    };
+    // SAFETY: the half is ours (its `live` bit is ours), its header page mapped.
+    unsafe { write_header(half, HALF, MIN_OFFSET, size, false, true) };
+    LARGE_BYTES.fetch_add(HALF, Ordering::Relaxed);
+    retain::observe();
+    Some((
+        (half + MIN_OFFSET) as *mut u8,
+        dirty.saturating_sub(MIN_OFFSET),
+    ))
+}
+
+/// A free half of the pair at the lowest address, now marked live; `(half's start,
+/// dirty)` ([`Pair::dirty`]).
+fn take_half() -> Option<(usize, usize)> {
+    let mut cache = CACHE.lock();
+    let n = cache.pairs_len;
+    let i = (0..n)
+        .filter(|&i| cache.pairs[i].live != 0b11)
+        .min_by_key(|&i| cache.pairs[i].base)?;
+    let pair = cache.pairs[i];
+    let h = (pair.live & 1) as usize;
+    if pair.counts(h) {
+        cache.uncount_half();
+    }
+    let pair = &mut cache.pairs[i];
+    pair.live |= 1 << h;
+    let dirty = core::mem::replace(&mut pair.dirty[h], HALF);
+    Some((pair.half_base(h), dirty))
+}
+
+/// A new pair chunk, with its low half marked live; `(low half's start, dirty)`. `None`
+/// when the table is full or no mapping can be had.
+fn new_pair() -> Option<(usize, usize)> {
+    if CACHE.lock().pairs_len == PAIR_SLOTS {
+        return None;
+    }
+    // Not advised huge when fresh or grown, as no block of it is a huge page's size (an
+    // extent reused as it was keeps its advice, as it does for a plain block).
+    let got = obtain(CHUNK_SIZE, false)?;
+    let base = got.base;
+    if got.map_size > CHUNK_SIZE {
+        // The chunks past the first (their bits already clear) would lie unused.
+        // SAFETY: the extent is ours, no byte of the tail in use.
+        unsafe { os::shrink(base as *mut u8, got.map_size, CHUNK_SIZE) };
+    }
+    if got.fresh {
+        // SAFETY: the fresh mapping is ours.
+        unsafe { write_free_header(base) };
+    }
+    // SAFETY: the extent is ours and a whole chunk, so both headers are mapped. The high
+    // half's magic is 0 before the flag is set (a stale pointer there is no block); in
+    // bytes known to be zero it is already.
+    unsafe {
+        if got.dirty > HALF {
+            (*((base + HALF) as *mut LargeHeader)).magic = 0;
+        }
+        (*(base as *const LargeHeader))
+            .pair
+            .store(1, Ordering::Relaxed);
+    }
+    // What the old contents leave dirty in each half; a header is written in each.
+    let dirty = |h: usize| got.dirty.saturating_sub(h * HALF).clamp(MIN_OFFSET, HALF);
+    let now = os::now_ms();
+    let pair = Pair {
+        base,
+        live: 0b01,
+        dirty: [HALF, dirty(1)],
+        freed_ms: [now, now],
+    };
+    let mut cache = CACHE.lock();
+    if cache.pairs_len == PAIR_SLOTS {
+        drop(cache);
+        // SAFETY: ours alone, no half handed out.
+        unsafe { end_pair(base) };
+        cache_extent(base, now);
+        return None;
+    }
+    let n = cache.pairs_len;
+    cache.pairs[n] = pair;
+    cache.pairs_len += 1;
+    if pair.counts(1) {
+        cache.count_half();
+        half_due(now);
+    }
+    Some((base, dirty(0)))
+}
+
+/// Clear the pair flag of the chunk at `base`: its extent is a plain one again.
+///
+/// # Safety
+/// The extent is ours alone, out of the table, no half handed out.
+unsafe fn end_pair(base: usize) {
+    // SAFETY: by the caller; the base header is mapped.
+    unsafe {
+        (*(base as *const LargeHeader))
+            .pair
+            .store(0, Ordering::Relaxed)
+    };
+}
+
+/// Put the ended pair chunk at `base` in the cache at `now` (or unmap what it rejects).
+fn cache_extent(base: usize, now: u64) {
+    let c = Cached {
+        base,
+        map_size: CHUNK_SIZE,
+        freed_ms: now,
+    };
+    if let Some(rejected) = put_cached(c, config::current()) {
+        // SAFETY: ours and unused.
+        unsafe { unmap(rejected) };
+    }
+}
+
+/// Clear half `h`'s `live` bit in the pair at `chunk`, at `now`, with its new
+/// [`Pair::dirty`] when `dirty` says one; when the other half is free too, the pair ends
+/// and its chunk goes to the cache.
+///
+/// Kept as pairs when empty instead (for blocks of their sizes to reuse, so that a chunk
+/// serving only halves would keep resident the ends of blocks of 1..2 MiB and one
+/// serving whole blocks those of 2..4 MiB), `large` peaked higher for more chunks in all
+/// (57.0 MiB at 1.3x the time, 5 alternated rounds; `large-written` 97.3 against 77.6),
+/// and with such pairs taken whole by blocks no cached extent held, at 59.8 MiB.
+fn release_half(chunk: usize, h: usize, now: u64, dirty: Option<usize>) {
+    {
+        let mut cache = CACHE.lock();
+        let n = cache.pairs_len;
+        let i = cache.pair_index(chunk);
+        let pair = &mut cache.pairs[i];
+        if let Some(d) = dirty {
+            pair.dirty[h] = d;
+        }
+        pair.live &= !(1 << h);
+        pair.freed_ms[h] = now;
+        let pair = *pair;
+        if pair.live != 0 {
+            if pair.counts(h) {
+                cache.count_half();
+                half_due(now);
+            }
+            return;
+        }
+        if pair.counts(1 - h) {
+            cache.uncount_half();
+        }
+        cache.pairs.copy_within(i + 1..n, i);
+        cache.pairs_len -= 1;
+    }
+    // SAFETY: out of the table with both halves free: ours alone.
+    unsafe { end_pair(chunk) };
+    cache_extent(chunk, now);
+}
+
+/// Give back the pages of the free halves of pairs in use (past each half's header
+/// page): those free since `retain_ms` at `now`, all of them while the retention budget
+/// is exceeded, or all of them anyway (`all`). One at a time, with the lock released while
+/// the OS works and the half's `live` bit held meanwhile; stops at a refusal (the half
+/// keeps its bytes, and is tried again later).
+fn expire_pairs(now: u64, all: bool) {
+    while let Some((chunk, half)) = half_to_decommit(now, all) {
+        let start = chunk + half * HALF + PAGE_SIZE;
+        // SAFETY: the half is free and its `live` bit is ours: nobody uses its bytes
+        // meanwhile.
+        let done = unsafe { os::decommit(start as *mut u8, HALF - PAGE_SIZE, os::Decommit::Now) };
+        // Only pages given back read as zero (`Pair`'s invariant).
+        release_half(chunk, half, now, done.then_some(PAGE_SIZE));
+        if !done {
+            return;
+        }
+    }
+}
+
+/// A free half due for [`expire_pairs`], its `live` bit now taken: `(chunk, half)`.
+fn half_to_decommit(now: u64, all: bool) -> Option<(usize, usize)> {
+    let due = HALVES_DUE_MS.load(Ordering::Relaxed);
+    if due == u64::MAX {
+        return None;
+    }
+    let policy = config::current();
+    let expired = |since: u64| now.saturating_sub(since) >= policy.retain_ms;
+    // Under the floor, the budget is never exceeded: no need to work it out.
+    let over = retain::retained() > policy.retain_floor && retain::excess(now) > 0;
+    if !(all || over || expired(due)) {
+        return None;
+    }
+    let mut cache = CACHE.lock();
+    let n = cache.pairs_len;
+    let mut earliest = u64::MAX;
+    for i in 0..n {
+        let pair = cache.pairs[i];
+        for half in 0..2 {
+            if !pair.counts(half) {
+                continue;
+            }
+            if all || over || expired(pair.freed_ms[half]) {
+                cache.uncount_half();
+                cache.pairs[i].live |= 1 << half;
+                return Some((pair.base, half));
+            }
+            earliest = earliest.min(pair.freed_ms[half]);
+        }
+    }
+    HALVES_DUE_MS.store(earliest, Ordering::Relaxed);
+    None
+}
+
 /// Write the header at `base`, and its class map when `class_map` (a mapping that has no
-/// large header yet: the module's invariant spares the others 64 stores).
+/// large header yet: the module's invariant spares the others 64 stores); `pair`: the
+/// block is half of a pair chunk.
 ///
 /// # Safety
 /// `[base, base + MIN_OFFSET)` is ours to write.
@@ -169,6 +485,7 @@ unsafe fn write_header(
     offset: usize,
     requested: usize,
     class_map: bool,
+    pair: bool,
 ) {
     let h = base as *mut LargeHeader;
     // SAFETY: by the caller.
@@ -182,6 +499,7 @@ unsafe fn write_header(
         (*h).map_size = map_size;
         (*h).offset = offset;
         (*h).requested = requested;
+        (*h).pair.store(pair as usize, Ordering::Relaxed);
     }
 }
 
@@ -192,7 +510,8 @@ unsafe fn write_header(
 /// move, and both write it. Every read and write goes through the raw pointer, so nothing
 /// asserts the header unchanged or mapped past the call that uses it.
 ///
-/// Invariant: the pointer is the base of a large mapping whose header passed
+/// Invariant: the pointer is the header of a large block (the base of its mapping or of
+/// its half of a pair chunk) that passed
 /// [`header_of`]'s check, and the block is live for as long as the handle is used.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Large(NonNull<LargeHeader>);
@@ -202,9 +521,15 @@ pub struct Large(NonNull<LargeHeader>);
 /// # Safety
 /// The chunk of `p` holds a hakmem header whose class map says LARGE.
 pub unsafe fn header_of(p: *mut u8) -> Option<Large> {
-    let base = chunk_map::chunk_base(p as usize);
+    let mut base = chunk_map::chunk_base(p as usize);
+    // SAFETY: by the caller, a large header is mapped at `base`; an atomic read.
+    let paired = unsafe { (*(base as *const LargeHeader)).pair.load(Ordering::Relaxed) } != 0;
+    if paired && p as usize - base >= HALF {
+        // A pair chunk's high half (`Pair`'s invariant: its header is mapped).
+        base += HALF;
+    }
     let h = base as *mut LargeHeader;
-    // SAFETY: by the caller, a large header is mapped at `base`; raw reads, no reference.
+    // SAFETY: a large header is mapped at `base`, as above; raw reads, no reference.
     let (magic, offset) = unsafe { ((*h).magic, (*h).offset) };
     let live = magic == MAGIC ^ base && base.wrapping_add(offset) == p as usize;
     // `base` is not null: a chunk holds the mapped header.
@@ -235,6 +560,12 @@ impl Large {
         self.map_size() - self.offset()
     }
 
+    /// Whether the block is half of a pair chunk.
+    fn is_pair(self) -> bool {
+        // SAFETY: as in `map_size`.
+        unsafe { (*self.ptr()).pair.load(Ordering::Relaxed) != 0 }
+    }
+
     /// Alignment the block was created with (at least 16).
     pub fn offset(self) -> usize {
         // SAFETY: as in `map_size`.
@@ -248,17 +579,23 @@ impl Large {
 /// `h` came from [`header_of`] for a block the caller gives up.
 pub unsafe fn free(h: Large, now: u64) {
     let (base, map_size) = (h.base(), h.map_size());
+    let pair = h.is_pair();
     // SAFETY: the header is ours until the mapping is cached or unmapped.
     unsafe { (*h.ptr()).magic = 0 };
     LARGE_BYTES.fetch_sub(map_size, Ordering::Relaxed);
-    let c = Cached {
-        base,
-        map_size,
-        freed_ms: now,
-    };
-    if let Some(rejected) = put_cached(c, config::current()) {
-        // SAFETY: the mapping is ours and unused.
-        unsafe { unmap(rejected) };
+    if pair {
+        let chunk = chunk_map::chunk_base(base);
+        release_half(chunk, (base - chunk) / HALF, now, None);
+    } else {
+        let c = Cached {
+            base,
+            map_size,
+            freed_ms: now,
+        };
+        if let Some(rejected) = put_cached(c, config::current()) {
+            // SAFETY: the mapping is ours and unused.
+            unsafe { unmap(rejected) };
+        }
     }
     expire(now);
     retain::wake();
@@ -294,7 +631,7 @@ fn clear_inner_chunk_bits(base: usize, size: usize) {
 /// The first page of the extent is ours to write.
 unsafe fn write_free_header(base: usize) {
     // SAFETY: by the caller.
-    unsafe { write_header(base, 0, MIN_OFFSET, 0, true) };
+    unsafe { write_header(base, 0, MIN_OFFSET, 0, true, false) };
     // SAFETY: as above; a zero magic matches no base.
     unsafe { (*(base as *mut LargeHeader)).magic = 0 };
     chunk_map::insert(base);
@@ -320,7 +657,7 @@ fn take_cached(need: usize) -> Option<Cached> {
         .filter(|&i| entries[i].map_size >= need)
         .min_by_key(|&i| entries[i].map_size);
     let Some(i) = fit else {
-        let smaller = (0..n).max_by_key(|&i| entries[i].map_size)?;
+        let smaller = (0..n).max_by_key(|&i| cache.entries[i].map_size)?;
         return Some(cache.remove(smaller));
     };
     let c = cache.entries[i];
@@ -343,6 +680,25 @@ fn take_cached(need: usize) -> Option<Cached> {
 }
 
 impl Cache {
+    /// Index of the pair at `chunk`, which is in the table.
+    fn pair_index(&self, chunk: usize) -> usize {
+        (0..self.pairs_len)
+            .find(|&i| self.pairs[i].base == chunk)
+            .expect("a pair with a live bit stays in the table")
+    }
+
+    /// A free half starts counting as retained ([`Pair::counts`]).
+    fn count_half(&mut self) {
+        self.free_half_bytes += HALF;
+        retain::add(HALF);
+    }
+
+    /// A free half stops counting as retained.
+    fn uncount_half(&mut self) {
+        self.free_half_bytes -= HALF;
+        retain::sub(HALF);
+    }
+
     /// Take `excess` bytes (rounded up to chunks) off the end of the oldest extent, or the
     /// whole extent when it is not larger; returns what to unmap.
     fn trim_oldest(&mut self, excess: usize) -> Cached {
@@ -377,8 +733,8 @@ impl Cache {
 struct Obtained {
     base: usize,
     map_size: usize,
-    /// Fresh: zero throughout, not yet in the chunk map, and advised when it is
-    /// [`WHOLE_MAPPING_HUGE_FROM`] or more.
+    /// Fresh: zero throughout, not yet in the chunk map, and advised when [`obtain`] was
+    /// asked to (`huge`).
     fresh: bool,
     /// The bytes from `base + dirty` on are known to be zero (never written): 0 for a
     /// fresh mapping, the old length for a cached extent grown by `mremap`, `map_size`
@@ -387,8 +743,9 @@ struct Obtained {
 }
 
 /// A mapping of at least `need` bytes: from the cache (grown with `mremap` when the
-/// cached one is too small, which keeps its resident pages) or fresh.
-fn obtain(need: usize) -> Option<Obtained> {
+/// cached one is too small, which keeps its resident pages) or fresh; what is grown or
+/// fresh is advised for huge pages when `huge` ([`WHOLE_MAPPING_HUGE_FROM`]).
+fn obtain(need: usize, huge: bool) -> Option<Obtained> {
     if let Some(c) = take_cached(need) {
         if c.map_size >= need {
             // The block keeps the whole extent: its pages past `need` stay resident if
@@ -405,14 +762,13 @@ fn obtain(need: usize) -> Option<Obtained> {
         // Advised whole, it grows to a whole 2 MiB: grown to `need` exactly, the part past
         // the last 2 MiB boundary could never be a huge page (`c-big-zeroed` took 2,600
         // faults of 4 KiB there).
-        let huge = need >= WHOLE_MAPPING_HUGE_FROM;
         let size = if huge {
             os::round_up(need, os::HUGE_PAGE_SIZE).unwrap_or(need)
         } else {
             need
         };
         // SAFETY: a cached mapping is ours and unused.
-        let p = unsafe { remap(c.base, c.map_size, size) };
+        let p = unsafe { remap(c.base, c.map_size, size, huge) };
         if !p.is_null() {
             chunk_map::insert(p as usize);
             if huge {
@@ -434,7 +790,7 @@ fn obtain(need: usize) -> Option<Obtained> {
     // extent when freed (the pages past `need` are never touched unless used).
     let size = os::round_up(need, CHUNK_SIZE)?;
     let p = os::map_aligned(size, CHUNK_SIZE);
-    if !p.is_null() && need >= WHOLE_MAPPING_HUGE_FROM {
+    if !p.is_null() && huge {
         // Before the caller writes the header, so its stretch can be a huge page too.
         // SAFETY: the fresh mapping is ours; the advice changes no byte.
         unsafe { os::advise_huge_pages(p, size, true) };
@@ -453,20 +809,19 @@ fn obtain(need: usize) -> Option<Obtained> {
 /// `mremap` takes one kernel mapping only, and an extent merged from differently advised
 /// neighbours (a mapping of [`WHOLE_MAPPING_HUGE_FROM`] or more beside a smaller one) is
 /// several. When the first try fails, the whole range is advised alike, as a mapping of
-/// `new` bytes would be (huge from [`WHOLE_MAPPING_HUGE_FROM`], else not), which makes it
+/// `new` bytes would be (`huge`: see [`WHOLE_MAPPING_HUGE_FROM`]), which makes it
 /// one kernel mapping again, and the move is tried once more: the alternative is a copy
 /// into fresh pages.
 ///
 /// # Safety
 /// The range is a whole large mapping (or cached extent) the caller owns and does not
 /// use meanwhile; on success the old addresses (if different) are not used again.
-unsafe fn remap(base: usize, old: usize, new: usize) -> *mut u8 {
+unsafe fn remap(base: usize, old: usize, new: usize, huge: bool) -> *mut u8 {
     // SAFETY: by the caller.
     let p = unsafe { os::remap_aligned(base as *mut u8, old, new, CHUNK_SIZE) };
     if !p.is_null() {
         return p;
     }
-    let huge = new >= WHOLE_MAPPING_HUGE_FROM;
     // SAFETY: the caller's mapping; the advice changes no byte of it.
     unsafe { os::advise_huge_pages(base as *mut u8, old, huge) };
     // SAFETY: by the caller, as above.
@@ -506,6 +861,7 @@ fn put_cached(c: Cached, policy: &config::Policy) -> Option<Cached> {
 /// Unmap the cached mappings over the retention budget or kept too long at `now`
 /// ([`os::now_ms`]), oldest first.
 pub fn expire(now: u64) {
+    expire_pairs(now, false);
     loop {
         let oldest = {
             let mut cache = CACHE.lock();
@@ -528,7 +884,8 @@ pub fn expire(now: u64) {
 }
 
 /// Resize the large block with header `h` to hold `new_size` bytes, in place or by moving
-/// the mapping (no copy). Null on failure, the block untouched.
+/// the mapping (no copy). Null on failure, and for a half of a pair chunk that the size
+/// outgrows or leaves below a half's sizes: the block untouched, for the caller to move.
 ///
 /// # Safety
 /// `h` came from [`header_of`] for a block the caller owns.
@@ -543,6 +900,17 @@ pub unsafe fn realloc(h: Large, new_size: usize) -> *mut u8 {
     };
     if need > isize::MAX as usize / 2 {
         return null_mut();
+    }
+    if h.is_pair() {
+        // A half neither shrinks nor grows its mapping: in place while it fits and is a
+        // half's size, else the caller moves the block (a block shrunk this far would
+        // hold the whole half).
+        if need > old_map || need <= PAIR_FROM {
+            return null_mut();
+        }
+        // SAFETY: our header.
+        unsafe { (*h.ptr()).requested = new_size };
+        return (base + offset) as *mut u8;
     }
     let shrinking = new_size < h.requested();
     // SAFETY: our header.
@@ -565,7 +933,7 @@ pub unsafe fn realloc(h: Large, new_size: usize) -> *mut u8 {
     // map a chunk there and set its bit, which we must not clear.
     chunk_map::remove(base);
     // SAFETY: the whole mapping is ours.
-    let moved = unsafe { remap(base, old_map, target) };
+    let moved = unsafe { remap(base, old_map, target, target >= WHOLE_MAPPING_HUGE_FROM) };
     if moved.is_null() {
         chunk_map::insert(base);
         return null_mut();
@@ -582,8 +950,10 @@ pub unsafe fn realloc(h: Large, new_size: usize) -> *mut u8 {
     (new_base + offset) as *mut u8
 }
 
-/// Unmap every cached mapping (for `trim`).
+/// Unmap every cached mapping, and give back the pages of pairs' free halves (for
+/// `trim`).
 pub fn trim() {
+    expire_pairs(os::now_ms(), true);
     loop {
         let c = {
             let mut cache = CACHE.lock();
@@ -600,7 +970,8 @@ pub fn trim() {
 
 /// Bytes held in the cache of freed mappings.
 pub fn cached_bytes() -> usize {
-    CACHE.lock().bytes
+    let cache = CACHE.lock();
+    cache.bytes + cache.free_half_bytes
 }
 
 pub(crate) fn lock_for_fork() {

@@ -31,7 +31,7 @@ unsafe fn holds(p: *const u8, n: usize, byte: u8) -> bool {
 
 #[test]
 fn large_blocks_grow_shrink_and_free_keeping_content() {
-    let n = 1536 * KIB; // past the largest size class (1 MiB)
+    let n = 2560 * KIB; // past the largest size class (1 MiB) and half a chunk
     let p = alloc(n, 16);
     assert!(!p.is_null());
     assert!(usable_size(p) >= n);
@@ -49,7 +49,7 @@ fn large_blocks_grow_shrink_and_free_keeping_content() {
         *q.add(big - 1) = 1;
     }
     // Shrink: the block stays, its tail is given back.
-    let small = 2 * 1024 * KIB;
+    let small = 3 * 1024 * KIB;
     // SAFETY: `q` is a live block of `big` bytes.
     let r = unsafe { realloc(q, big, 16, small) };
     assert_eq!(r, q);

@@ -24,6 +24,8 @@ fn main() {
             free_inside_a_large_block_aborts,
             free_of_a_superslab_header_aborts,
             double_free_of_a_large_block_aborts,
+            double_free_of_a_pair_half_aborts,
+            free_of_an_ended_pair_half_aborts,
             free_inside_a_small_block_aborts,
         ],
     )
@@ -59,6 +61,16 @@ fn double_free_of_a_large_block_aborts() {
     expect_abort("large-double", "hakmem: ");
 }
 
+/// The high half of a pair chunk (`large.rs`), freed twice while the low half lives.
+fn double_free_of_a_pair_half_aborts() {
+    expect_abort("pair-double", "not the start of a live block");
+}
+
+/// The same pointer once both halves were freed and the chunk went to the cache.
+fn free_of_an_ended_pair_half_aborts() {
+    expect_abort("pair-ended", "not the start of a live block");
+}
+
 /// `free` promises to report "a pointer hakmem did not hand out"; a pointer into the
 /// middle of a small block is one.
 fn free_inside_a_small_block_aborts() {
@@ -84,6 +96,17 @@ fn child(case: &str) {
                 let p = alloc(1 << 20, 16);
                 free(p);
                 free(p);
+            }
+            "pair-double" | "pair-ended" => {
+                let size = 3 << 19; // 1.5 MiB: half a pair chunk each
+                let (a, b) = (alloc(size, 16), alloc(size, 16));
+                let hi = a.max(b);
+                assert_eq!(hi as usize - a.min(b) as usize, hakmem_core::CHUNK_SIZE / 2);
+                free(hi);
+                if case == "pair-ended" {
+                    free(a.min(b));
+                }
+                free(hi);
             }
             "small-interior" => small_interior(),
             _ => panic!("unknown case {case}"),
