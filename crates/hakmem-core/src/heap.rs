@@ -532,45 +532,30 @@ impl Heap {
     /// every owned superslab, as a medium carve did already when superslabs of small
     /// blocks came first on the list.
     fn carve_owned(&self, c: Class) -> *mut SlabMeta {
+        let mut with_room = self.owned_superslabs().filter(|&ss| {
+            // SAFETY: we own it.
+            unsafe { &*ss }.has_room(c)
+        });
         let ss = if is_medium(c) {
-            self.lowest_with_room(c)
+            with_room.min()
         } else {
-            self.first_with_room(c)
+            with_room.next()
         };
-        if ss.is_null() {
+        let Some(ss) = ss else {
             return null_mut();
-        }
+        };
         // SAFETY: we own it, and it has room for `c`.
         unsafe { self.carve(&*ss, c) }
     }
 
-    /// The first of our superslabs (newest first) that has room for class `c`, or null.
-    fn first_with_room(&self, c: Class) -> *mut SuperSlab {
-        let mut ss = self.owned.get();
-        while !ss.is_null() {
-            // SAFETY: we own it.
-            let s = unsafe { &*ss };
-            if s.has_room(c) {
-                return ss;
-            }
-            ss = s.next.get();
-        }
-        null_mut()
-    }
-
-    /// Our superslab at the lowest address that has room for class `c`, or null.
-    fn lowest_with_room(&self, c: Class) -> *mut SuperSlab {
-        let mut lowest: *mut SuperSlab = null_mut();
-        let mut ss = self.owned.get();
-        while !ss.is_null() {
-            // SAFETY: we own it.
-            let s = unsafe { &*ss };
-            if s.has_room(c) && (lowest.is_null() || ss < lowest) {
-                lowest = ss;
-            }
-            ss = s.next.get();
-        }
-        lowest
+    /// Our superslabs, newest first (the list must not change while this is walked).
+    fn owned_superslabs(&self) -> impl Iterator<Item = *mut SuperSlab> + '_ {
+        let head = self.owned.get();
+        core::iter::successors((!head.is_null()).then_some(head), |&ss| {
+            // SAFETY: owned superslabs are live.
+            let next = unsafe { &*ss }.next.get();
+            (!next.is_null()).then_some(next)
+        })
     }
 
     /// Whether this heap owns enough superslabs for those of small blocks to have huge

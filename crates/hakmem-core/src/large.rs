@@ -342,7 +342,11 @@ fn new_pair() -> Option<(usize, usize)> {
         drop(cache);
         // SAFETY: ours alone, no half handed out.
         unsafe { end_pair(base) };
-        cache_extent(base, now);
+        cache_extent(Cached {
+            base,
+            map_size: CHUNK_SIZE,
+            freed_ms: now,
+        });
         return None;
     }
     let n = cache.pairs_len;
@@ -368,13 +372,8 @@ unsafe fn end_pair(base: usize) {
     };
 }
 
-/// Put the ended pair chunk at `base` in the cache at `now` (or unmap what it rejects).
-fn cache_extent(base: usize, now: u64) {
-    let c = Cached {
-        base,
-        map_size: CHUNK_SIZE,
-        freed_ms: now,
-    };
+/// Put the extent `c`, ours and unused, in the cache (or unmap what it rejects).
+fn cache_extent(c: Cached) {
     if let Some(rejected) = put_cached(c, config::current()) {
         // SAFETY: ours and unused.
         unsafe { unmap(rejected) };
@@ -417,7 +416,11 @@ fn release_half(chunk: usize, h: usize, now: u64, dirty: Option<usize>) {
     }
     // SAFETY: out of the table with both halves free: ours alone.
     unsafe { end_pair(chunk) };
-    cache_extent(chunk, now);
+    cache_extent(Cached {
+        base: chunk,
+        map_size: CHUNK_SIZE,
+        freed_ms: now,
+    });
 }
 
 /// Give back the pages of the free halves of pairs in use (past each half's header
@@ -446,7 +449,7 @@ fn half_to_decommit(now: u64, all: bool) -> Option<(usize, usize)> {
         return None;
     }
     let policy = config::current();
-    let expired = |since: u64| now.saturating_sub(since) >= policy.retain_ms;
+    let expired = |since: u64| retain::expired_under(policy, since, now);
     // Under the floor, the budget is never exceeded: no need to work it out.
     let over = retain::retained() > policy.retain_floor && retain::excess(now) > 0;
     if !(all || over || expired(due)) {
@@ -587,15 +590,11 @@ pub unsafe fn free(h: Large, now: u64) {
         let chunk = chunk_map::chunk_base(base);
         release_half(chunk, (base - chunk) / HALF, now, None);
     } else {
-        let c = Cached {
+        cache_extent(Cached {
             base,
             map_size,
             freed_ms: now,
-        };
-        if let Some(rejected) = put_cached(c, config::current()) {
-            // SAFETY: the mapping is ours and unused.
-            unsafe { unmap(rejected) };
-        }
+        });
     }
     expire(now);
     retain::wake();
@@ -657,7 +656,7 @@ fn take_cached(need: usize) -> Option<Cached> {
         .filter(|&i| entries[i].map_size >= need)
         .min_by_key(|&i| entries[i].map_size);
     let Some(i) = fit else {
-        let smaller = (0..n).max_by_key(|&i| cache.entries[i].map_size)?;
+        let smaller = (0..n).max_by_key(|&i| entries[i].map_size)?;
         return Some(cache.remove(smaller));
     };
     let c = cache.entries[i];

@@ -130,7 +130,12 @@ pub fn observe() {
 
 /// Whether a piece retained since `since_ms` has outstayed the profile's time.
 pub fn expired(since_ms: u64, now_ms: u64) -> bool {
-    now_ms.saturating_sub(since_ms) >= config::current().retain_ms
+    expired_under(config::current(), since_ms, now_ms)
+}
+
+/// [`expired`] under `policy` (for a caller that holds it already).
+pub fn expired_under(policy: &config::Policy, since_ms: u64, now_ms: u64) -> bool {
+    now_ms.saturating_sub(since_ms) >= policy.retain_ms
 }
 
 fn recent_peak(in_use: usize, window_ms: u64, now: u64) -> usize {
