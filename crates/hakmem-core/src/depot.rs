@@ -120,6 +120,12 @@ pub(crate) fn lock_for_fork() {
     }
 }
 
+/// Whether every lock [`lock_for_fork`] takes is held.
+#[cfg(test)]
+pub(crate) fn locked_for_fork() -> bool {
+    STACKS.iter().all(|(_, s)| s.is_locked())
+}
+
 /// # Safety
 /// After [`lock_for_fork`].
 pub(crate) unsafe fn unlock_after_fork() {

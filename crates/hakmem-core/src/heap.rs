@@ -1076,6 +1076,17 @@ pub(crate) fn lock_for_fork() {
     FORK_NEWEST.store(locked, Ordering::Relaxed);
 }
 
+/// Whether every lock [`lock_for_fork`] takes is held: the upkeep's, the heap pool's and
+/// every heap's.
+#[cfg(test)]
+pub(crate) fn locked_for_fork() -> bool {
+    let mut all = UPKEEP.is_locked() && HEAPS.is_locked();
+    heaps_from(FORK_NEWEST.load(Ordering::Relaxed), null_mut(), |h| {
+        all &= h.turn.is_locked()
+    });
+    all
+}
+
 /// # Safety
 /// After [`lock_for_fork`].
 pub(crate) unsafe fn unlock_after_fork() {

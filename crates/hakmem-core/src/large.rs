@@ -977,6 +977,12 @@ pub(crate) fn lock_for_fork() {
     CACHE.lock_forever();
 }
 
+/// Whether the lock [`lock_for_fork`] takes is held.
+#[cfg(test)]
+pub(crate) fn locked_for_fork() -> bool {
+    CACHE.is_locked()
+}
+
 /// # Safety
 /// After [`lock_for_fork`].
 pub(crate) unsafe fn unlock_after_fork() {

@@ -275,6 +275,12 @@ pub(crate) fn lock_all() {
     }
 }
 
+/// Whether every lock [`lock_all`] takes is held.
+#[cfg(test)]
+pub(crate) fn all_locked() -> bool {
+    EMPTY.is_locked() && ABANDONED.iter().all(SpinLock::is_locked)
+}
+
 /// # Safety
 /// After [`lock_all`], in the parent or the child of `fork`.
 pub(crate) unsafe fn unlock_all() {

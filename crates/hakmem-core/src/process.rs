@@ -214,3 +214,31 @@ extern "C" fn fork_child() {
         crate::heap::unlock_after_fork();
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every lock of the core is held from the prepare handler to the parent's (and the
+    /// child's, which runs the same unlocks): a lock left out would be found held in a
+    /// child whenever another thread held it at the `fork`, which a test that forks
+    /// beside busy threads catches only by luck.
+    #[test]
+    fn fork_prepare_holds_every_lock() {
+        let p = crate::alloc(100, 16); // this thread's heap exists
+        fork_prepare();
+        let held = [
+            ("heaps", crate::heap::locked_for_fork()),
+            ("depot", crate::depot::locked_for_fork()),
+            ("pool", pool::all_locked()),
+            ("large", large::locked_for_fork()),
+        ];
+        fork_parent();
+        for (what, held) in held {
+            assert!(held, "fork_prepare left a lock of the {what} free");
+        }
+        // SAFETY: made above with `(100, 16)`, after the parent's handler let go of every
+        // lock the free may take.
+        unsafe { crate::dealloc(p, 100, 16) };
+    }
+}

@@ -65,6 +65,12 @@ impl<T> SpinLock<T> {
             .then_some(SpinGuard { lock: self })
     }
 
+    /// Whether some thread holds the lock now (for tests of the `fork` handlers).
+    #[cfg(test)]
+    pub fn is_locked(&self) -> bool {
+        self.locked.load(Ordering::Relaxed)
+    }
+
     /// Take the lock and keep it until [`SpinLock::force_unlock`] (for `fork`).
     pub fn lock_forever(&self) {
         core::mem::forget(self.lock());
