@@ -10,6 +10,10 @@
 //! bench-system random-mixed [OPS]      # RESULT workload=random-mixed ops=... secs=... peak_rss_kb=...
 //! ```
 //!
+//! `bench-hakmem WORKLOAD [OPS] --residency` adds a `RESIDENCY` line: where hakmem's
+//! resident memory was (superslabs, large blocks, pair chunks, cached extents) at the
+//! sample with the most of it, sampled every 2 ms through the run ([`Hooks::residency`]).
+//!
 //! or keeps one going for a while and reports it in epochs (`bench-system soak ...`, see
 //! [`soak`]) for `cargo xtask soak`.
 //!
@@ -18,6 +22,7 @@
 
 mod block;
 mod procfs;
+mod residency;
 mod rng;
 pub mod soak;
 mod workloads;
@@ -26,6 +31,8 @@ use std::time::Instant;
 
 pub use block::Block;
 use procfs::peak_rss_kb;
+pub use residency::Census;
+use residency::Sampler;
 pub use rng::Rng;
 pub use workloads::{Mark, Session, Setup, Workload, WORKLOADS};
 
@@ -38,6 +45,8 @@ pub struct Hooks {
     pub trim: Option<fn()>,
     /// Bytes the allocator counts as handed out, blocks waiting in its caches included.
     pub in_use: Option<fn() -> usize>,
+    /// A census of its resident memory.
+    pub residency: Option<fn() -> Census>,
 }
 
 /// A warm-up of this fraction of the operations runs first, untimed, so caches are filled
@@ -50,13 +59,11 @@ pub fn main(hooks: Hooks) {
     match args.iter().map(String::as_str).collect::<Vec<_>>()[..] {
         ["--list"] => list(),
         ["soak", ref rest @ ..] => soak::main(rest, hooks),
-        [name] => run(name, None, hooks.os_calls),
-        [name, ops] => run(
-            name,
-            Some(ops.parse().expect("OPS: a number")),
-            hooks.os_calls,
-        ),
-        _ => fail("usage: bench-ALLOCATOR --list | WORKLOAD [OPS] | soak ..."),
+        [name] => run(name, None, hooks, false),
+        [name, "--residency"] => run(name, None, hooks, true),
+        [name, ops] => run(name, Some(parse_ops(ops)), hooks, false),
+        [name, ops, "--residency"] => run(name, Some(parse_ops(ops)), hooks, true),
+        _ => fail("usage: bench-ALLOCATOR --list | WORKLOAD [OPS] [--residency] | soak ..."),
     }
 }
 
@@ -74,7 +81,17 @@ fn list() {
     }
 }
 
-fn run(name: &str, ops: Option<u64>, os_calls: Option<fn() -> usize>) {
+fn parse_ops(ops: &str) -> u64 {
+    ops.parse().expect("OPS: a number")
+}
+
+fn run(name: &str, ops: Option<u64>, hooks: Hooks, residency: bool) {
+    let os_calls = hooks.os_calls;
+    let census = match (residency, hooks.residency) {
+        (false, _) => None,
+        (true, Some(census)) => Some(census),
+        (true, None) => fail("--residency: this allocator has no census"),
+    };
     let Some((w, default_ops)) = workloads::find(name).and_then(|w| Some((w, w.default_ops?)))
     else {
         fail(&format!("unknown workload {name:?}; --list shows them"));
@@ -82,11 +99,15 @@ fn run(name: &str, ops: Option<u64>, os_calls: Option<fn() -> usize>) {
     let ops = ops.unwrap_or(default_ops);
     w.run_once((ops / WARM_UP_DIVISOR).max(1));
     let calls_before = os_calls.map(|f| f());
+    let sampler = census.map(Sampler::start);
     let start = Instant::now();
     let done = w.run_once(ops);
     let secs = start.elapsed().as_secs_f64();
     let calls = os_calls.zip(calls_before).map(|(f, before)| f() - before);
     report(w.name, done, secs, calls);
+    if let Some(sampler) = sampler {
+        println!("{}", sampler.finish());
+    }
 }
 
 /// Print the result line that `cargo xtask bench` reads.

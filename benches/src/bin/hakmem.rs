@@ -19,5 +19,18 @@ fn main() {
         os_calls: Some(|| hakmem::stats().os_calls()),
         trim: Some(hakmem::trim),
         in_use: Some(|| hakmem::stats().allocated),
+        residency: Some(|| {
+            let r = hakmem::residency();
+            let kinds = [
+                ("superslabs", r.superslabs),
+                ("large", r.large),
+                ("pairs", r.pairs),
+                ("cached_large", r.cached_large),
+            ];
+            kinds
+                .iter()
+                .map(|(k, v)| (*k, v.mapped, v.resident))
+                .collect()
+        }),
     });
 }

@@ -8,7 +8,7 @@
 //! handed out with one load.
 
 use crate::size_class::{SLAB_SHIFT, SLAB_SIZE};
-use crate::sync::{AtomicU64, AtomicU8, Ordering};
+use crate::sync::{AtomicU64, AtomicU8, AtomicUsize, Ordering};
 
 /// log2 of the chunk size; superslabs and large mappings start on chunk boundaries.
 pub const CHUNK_SHIFT: usize = 22;
@@ -65,6 +65,11 @@ const WORDS: usize = 1 << (ADDRESS_BITS - CHUNK_SHIFT - 6);
 const ZERO: AtomicU64 = AtomicU64::new(0);
 static MAP: [AtomicU64; WORDS] = [ZERO; WORDS];
 
+/// The lowest and highest words of [`MAP`] a bit was ever set in (`WORDS` and 0 before
+/// any): [`for_each_base`] reads those and the words between, not the whole map.
+static FIRST_WORD: AtomicUsize = AtomicUsize::new(WORDS);
+static LAST_WORD: AtomicUsize = AtomicUsize::new(0);
+
 #[inline(always)]
 fn slot(addr: usize) -> Option<(usize, u64)> {
     if addr >> ADDRESS_BITS != 0 {
@@ -92,7 +97,27 @@ pub fn contains(addr: usize) -> bool {
 /// Mark the chunk at `base` (chunk aligned, below 2^47) as holding a header.
 pub fn insert(base: usize) {
     if let Some((w, bit)) = slot(base) {
+        FIRST_WORD.fetch_min(w, Ordering::Relaxed);
+        LAST_WORD.fetch_max(w, Ordering::Relaxed);
         MAP[w].fetch_or(bit, Ordering::Release);
+    }
+}
+
+/// Call `f` with the base of every chunk whose bit is set now (a snapshot word by word:
+/// chunks mapped or unmapped meanwhile may or may not be seen). For statistics: it reads
+/// every word between the lowest and the highest chunk ever mapped.
+pub fn for_each_base(mut f: impl FnMut(usize)) {
+    let (first, last) = (
+        FIRST_WORD.load(Ordering::Relaxed),
+        LAST_WORD.load(Ordering::Relaxed),
+    );
+    for (w, word) in MAP.iter().enumerate().take(last + 1).skip(first) {
+        let mut bits = word.load(Ordering::Acquire);
+        while bits != 0 {
+            let chunk = (w << 6) | bits.trailing_zeros() as usize;
+            bits &= bits - 1;
+            f(chunk << CHUNK_SHIFT);
+        }
     }
 }
 

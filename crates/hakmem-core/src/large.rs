@@ -94,7 +94,7 @@ struct Cached {
 }
 
 /// Most entries the cache can hold (profiles choose fewer).
-const CACHE_SLOTS: usize = 64;
+pub const CACHE_SLOTS: usize = 64;
 
 /// Freed mappings, oldest first, and the pair chunks.
 struct Cache {
@@ -971,6 +971,44 @@ pub fn trim() {
 pub fn cached_bytes() -> usize {
     let cache = CACHE.lock();
     cache.bytes + cache.free_half_bytes
+}
+
+/// What a chunk of large blocks holds, for [`crate::stats::residency`].
+pub enum Census {
+    /// A pair chunk, one or both halves handed out.
+    Pair,
+    /// A live block whose mapping is `map_size` bytes.
+    Block { map_size: usize },
+}
+
+/// What the chunk at `base` holds, its class map saying `MAP_LARGE`: read with
+/// [`os::read_memory`], so a chunk unmapped meanwhile is `None`, as is a cached extent's
+/// chunk (those are [`cached_extents`]).
+pub fn census_of(base: usize) -> Option<Census> {
+    let mut h = [0u8; core::mem::size_of::<LargeHeader>()];
+    if !os::read_memory(base, &mut h) {
+        return None;
+    }
+    let word = |at: usize| {
+        let bytes = h[at..at + core::mem::size_of::<usize>()].try_into();
+        bytes.map_or(0, usize::from_ne_bytes)
+    };
+    if word(core::mem::offset_of!(LargeHeader, pair)) != 0 {
+        return Some(Census::Pair);
+    }
+    (word(core::mem::offset_of!(LargeHeader, magic)) == MAGIC ^ base).then(|| Census::Block {
+        map_size: word(core::mem::offset_of!(LargeHeader, map_size)),
+    })
+}
+
+/// The extents in the cache now, as `(base, map_size)`: the first `n` of the array.
+pub fn cached_extents() -> ([(usize, usize); CACHE_SLOTS], usize) {
+    let cache = CACHE.lock();
+    let mut out = [(0, 0); CACHE_SLOTS];
+    for (o, c) in out.iter_mut().zip(&cache.entries[..cache.len]) {
+        *o = (c.base, c.map_size);
+    }
+    (out, cache.len)
 }
 
 pub(crate) fn lock_for_fork() {

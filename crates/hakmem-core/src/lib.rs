@@ -76,7 +76,7 @@ pub use os::{abort, write_stderr};
 pub use size_class::{
     block_size, class_for, class_of_size, Class, MAX_SMALL_SIZE, MIN_ALIGN, NUM_CLASSES,
 };
-pub use stats::{ClassUsage, Stats};
+pub use stats::{ClassUsage, Residency, Resident, Stats};
 pub use sync::SpinLock;
 
 /// Subtract `bytes` from the calling thread's sampling countdown; whether it went below
@@ -286,6 +286,14 @@ pub fn stats() -> Stats {
 /// allocates.
 pub fn class_usage() -> [ClassUsage; NUM_CLASSES] {
     stats::usage()
+}
+
+/// Where hakmem's resident memory is, by what its chunks hold (superslabs, large blocks,
+/// pair chunks, cached extents): a census that asks the OS which pages are resident
+/// (`mincore`). Slow (milliseconds); safe to call while other threads allocate. Never
+/// allocates.
+pub fn residency() -> Residency {
+    stats::residency()
 }
 
 /// Choose the memory profile (before the first allocation, ideally).

@@ -293,6 +293,20 @@ pub fn spawn_detached(f: extern "C" fn(*mut c_void) -> *mut c_void) -> bool {
     sys::spawn_detached(f)
 }
 
+/// Copy the bytes at `addr` into `buf` if all of them are mapped and readable now; false
+/// otherwise (never faults: the kernel copies, so a range unmapped meanwhile by another
+/// thread is a refusal, not a crash). For statistics that look at memory other threads
+/// may unmap while they read.
+pub fn read_memory(addr: usize, buf: &mut [u8]) -> bool {
+    sys::read_memory(addr, buf)
+}
+
+/// Pages of `[addr, addr + len)` (page aligned) resident now; `None` when some page of
+/// it is not mapped (or the OS cannot say).
+pub fn resident_pages(addr: usize, len: usize) -> Option<usize> {
+    sys::resident_pages(addr, len)
+}
+
 /// The resident set size of this process, in bytes, without allocating; `None` if it
 /// cannot be read.
 pub fn resident_bytes() -> Option<usize> {
@@ -339,6 +353,31 @@ mod tests {
     #[test]
     fn resident_is_readable() {
         assert!(resident_bytes().unwrap() > 0);
+    }
+
+    /// The census's two reads: pages resident where written and nowhere else (any
+    /// length), and memory read through the kernel until it is unmapped.
+    #[test]
+    fn resident_pages_and_reads_through_the_kernel() {
+        let p = map_aligned(1 << 20, PAGE_SIZE);
+        assert!(!p.is_null());
+        // SAFETY: a fresh mapping of 1 MiB, ours.
+        unsafe {
+            *p = 1;
+            *p.add(5 * PAGE_SIZE) = 2;
+            *p.add((1 << 20) - 1) = 3;
+        }
+        let at = p as usize;
+        assert_eq!(resident_pages(at, 1 << 20), Some(3));
+        assert_eq!(resident_pages(at, PAGE_SIZE + 1), Some(1));
+        assert_eq!(resident_pages(at + 5 * PAGE_SIZE, 10), Some(1));
+        let mut buf = [0u8; 1];
+        assert!(read_memory(at + 5 * PAGE_SIZE, &mut buf));
+        assert_eq!(buf, [2]);
+        // SAFETY: ours, unused from here on.
+        unsafe { unmap(p, 1 << 20) };
+        assert!(!read_memory(at, &mut buf), "an unmapped page is a refusal");
+        assert_eq!(resident_pages(at, PAGE_SIZE), None);
     }
 
     #[test]

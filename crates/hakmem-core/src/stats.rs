@@ -1,8 +1,9 @@
 //! Statistics, gathered without allocating: what the OS gave us, what is handed out, and,
 //! per size class, where the bytes of its slabs are.
 
+use crate::chunk_map::{self, CHUNK_SIZE, MAP_HEADER, MAP_LARGE};
 use crate::heap::{ClassCounts, Heap};
-use crate::os::COUNTERS;
+use crate::os::{self, COUNTERS, PAGE_SIZE};
 use crate::size_class::{block_size, Class, NUM_CLASSES};
 use crate::sync::Ordering::Relaxed;
 use crate::{large, pool};
@@ -141,4 +142,83 @@ pub fn usage() -> [ClassUsage; NUM_CLASSES] {
         let c = Class::new(i);
         sums[i].usage(c, crate::depot::bytes(c))
     })
+}
+
+/// Mapped and resident bytes of one kind of chunk ([`crate::Residency`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Resident {
+    /// Mappings (superslabs, blocks, pair chunks or cached extents) counted.
+    pub count: usize,
+    pub mapped: usize,
+    pub resident: usize,
+}
+
+/// Where hakmem's resident memory is, by what its chunks hold ([`crate::residency`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Residency {
+    /// Superslabs: the slabs of small and medium blocks, owned, abandoned or empty.
+    pub superslabs: Resident,
+    /// Mappings of live large blocks (a chunk or more each).
+    pub large: Resident,
+    /// Pair chunks: two blocks of 1..2 MiB to a chunk, one or both live.
+    pub pairs: Resident,
+    /// Freed large extents kept committed for reuse.
+    pub cached_large: Resident,
+}
+
+impl Residency {
+    /// Everything counted.
+    pub fn total(&self) -> Resident {
+        let all = [self.superslabs, self.large, self.pairs, self.cached_large];
+        all.iter().fold(Resident::default(), |t, r| Resident {
+            count: t.count + r.count,
+            mapped: t.mapped + r.mapped,
+            resident: t.resident + r.resident,
+        })
+    }
+}
+
+impl Resident {
+    fn add(&mut self, base: usize, len: usize) {
+        self.count += 1;
+        self.mapped += len;
+        self.resident += os::resident_pages(base, len).unwrap_or(0) * PAGE_SIZE;
+    }
+}
+
+/// Walk every chunk of hakmem's and ask the OS which of its pages are resident
+/// (`mincore`): a census for finding where memory goes, not for a hot path (it reads the
+/// whole chunk map, 4 MiB, and makes a system call or more per chunk). Safe while other
+/// threads allocate and free: headers are read through the kernel
+/// ([`os::read_memory`]), so a chunk unmapped meanwhile is left out rather than read;
+/// the figures are then a blur of before and after. Never allocates. All zero where the
+/// OS cannot say (the model platform under Miri).
+pub fn residency() -> Residency {
+    let mut r = Residency::default();
+    // The cache first, and chunks inside a cached extent skipped below: a block handed
+    // out from the cache meanwhile is counted once.
+    let (cached, n) = large::cached_extents();
+    let cached = &cached[..n];
+    for &(base, len) in cached {
+        r.cached_large.add(base, len);
+    }
+    chunk_map::for_each_base(|base| {
+        if cached.iter().any(|&(b, len)| (b..b + len).contains(&base)) {
+            return;
+        }
+        let mut first = [0u8; 1];
+        if !os::read_memory(base, &mut first) {
+            return;
+        }
+        match first[0] {
+            MAP_HEADER => r.superslabs.add(base, CHUNK_SIZE),
+            MAP_LARGE => match large::census_of(base) {
+                Some(large::Census::Pair) => r.pairs.add(base, CHUNK_SIZE),
+                Some(large::Census::Block { map_size }) => r.large.add(base, map_size),
+                None => {}
+            },
+            _ => {}
+        }
+    });
+    r
 }

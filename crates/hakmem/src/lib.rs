@@ -208,7 +208,7 @@ mod front {
     }
 }
 
-pub use hakmem_core::{ClassUsage, Profile, Stats};
+pub use hakmem_core::{ClassUsage, Profile, Residency, Resident, Stats};
 
 /// The heap profiler (feature `heap-profile`): [`heap_profile::start`],
 /// [`heap_profile::stop`], [`heap_profile::dump`], [`heap_profile::snapshot`]. See
@@ -327,6 +327,16 @@ pub fn stats() -> Stats {
 /// allocates.
 pub fn class_usage() -> [ClassUsage; hakmem_core::NUM_CLASSES] {
     hakmem_core::class_usage()
+}
+
+/// Where hakmem's resident memory is: mapped and resident bytes of its superslabs (small
+/// and medium blocks), of live large blocks, of pair chunks (two blocks of 1..2 MiB to a
+/// chunk) and of freed large extents kept for reuse. A census that asks the OS which
+/// pages are resident (`mincore`): milliseconds, for finding where memory goes. Safe to
+/// call while other threads allocate (the figures then mix before and after). Never
+/// allocates.
+pub fn residency() -> Residency {
+    hakmem_core::residency()
 }
 
 /// Give cached free memory back to the OS now (like `malloc_trim(0)`).

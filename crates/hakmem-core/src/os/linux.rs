@@ -297,6 +297,48 @@ pub fn spawn_detached(f: extern "C" fn(*mut c_void) -> *mut c_void) -> bool {
     }
 }
 
+/// [`super::read_memory`]: `process_vm_readv` on this process.
+pub fn read_memory(addr: usize, buf: &mut [u8]) -> bool {
+    let local = libc::iovec {
+        iov_base: buf.as_mut_ptr().cast(),
+        iov_len: buf.len(),
+    };
+    let remote = libc::iovec {
+        iov_base: addr as *mut c_void,
+        iov_len: buf.len(),
+    };
+    // SAFETY: `local` describes `buf`, writable for its length; the kernel checks
+    // `remote` and reports an unreadable range as an error or a short read.
+    let n = unsafe { libc::process_vm_readv(libc::getpid(), &local, 1, &remote, 1, 0) };
+    n == buf.len() as isize
+}
+
+/// [`super::resident_pages`]: `mincore`, a stretch of pages at a time.
+pub fn resident_pages(addr: usize, len: usize) -> Option<usize> {
+    const STRETCH: usize = 256;
+    let mut vec = [0u8; STRETCH];
+    let mut resident = 0;
+    let mut at = addr;
+    while at < addr + len {
+        let pages = (addr + len - at).div_ceil(super::PAGE_SIZE).min(STRETCH);
+        // SAFETY: `vec` holds a byte for each of the `pages` pages asked about; the kernel
+        // checks that they are mapped (ENOMEM otherwise) and reads nothing of them.
+        let rc = unsafe {
+            libc::mincore(
+                at as *mut c_void,
+                pages * super::PAGE_SIZE,
+                vec.as_mut_ptr(),
+            )
+        };
+        if rc != 0 {
+            return None;
+        }
+        resident += vec[..pages].iter().filter(|&&b| b & 1 != 0).count();
+        at += pages * super::PAGE_SIZE;
+    }
+    Some(resident)
+}
+
 /// Read `/proc/self/statm` into `buf` (for [`super::resident_bytes`]); the bytes read.
 pub fn read_statm(buf: &mut [u8; 128]) -> Option<usize> {
     // SAFETY: a NUL-terminated path; the returned descriptor is closed below.

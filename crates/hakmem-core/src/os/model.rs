@@ -273,6 +273,16 @@ pub fn spawn_detached(_f: extern "C" fn(*mut c_void) -> *mut c_void) -> bool {
     false
 }
 
+/// The model does not read memory behind the program's back.
+pub fn read_memory(_addr: usize, _buf: &mut [u8]) -> bool {
+    false
+}
+
+/// The model does not know which pages are resident.
+pub fn resident_pages(_addr: usize, _len: usize) -> Option<usize> {
+    None
+}
+
 /// No `/proc` in the model.
 pub fn read_statm(_buf: &mut [u8; 128]) -> Option<usize> {
     None
