@@ -608,9 +608,18 @@ unsafe fn unmap(c: Cached) {
     unsafe { os::unmap(c.base as *mut u8, c.map_size) };
 }
 
-/// Clear the chunk bits of every chunk of `[base, base + size)`.
+/// Clear the chunk bits of every chunk that starts in `[base, base + size)`.
+///
+/// `base` need not be a chunk boundary: [`Cache::trim_oldest`] cuts whole chunks off the
+/// end of an extent whose length may be any number of pages (a mapping grown by
+/// `mremap` to its need), and the chunk holding the cut's start is the kept extent's.
+/// Stepping from `base` itself cleared that chunk's bit, so a block later handed out
+/// whole from the kept extent had none, and its `free` took it for a foreign pointer.
 fn clear_chunk_bits(base: usize, size: usize) {
-    for k in (base..base + size).step_by(CHUNK_SIZE) {
+    let Some(first) = os::round_up(base, CHUNK_SIZE) else {
+        return;
+    };
+    for k in (first..base + size).step_by(CHUNK_SIZE) {
         chunk_map::remove(k);
     }
 }
@@ -1026,4 +1035,32 @@ pub(crate) fn locked_for_fork() -> bool {
 pub(crate) unsafe fn unlock_after_fork() {
     // SAFETY: by the caller.
     unsafe { CACHE.force_unlock() };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A cut that starts inside a chunk leaves that chunk's bit (the kept extent's base)
+    /// and clears those of the chunks that start in it.
+    #[test]
+    fn clearing_bits_spares_the_chunk_a_cut_starts_in() {
+        // Addresses never mapped: the chunk map is a bitmap, nothing is read there.
+        let base = 0x5000_0000_0000usize;
+        for k in 0..3 {
+            chunk_map::insert(base + k * CHUNK_SIZE);
+        }
+        // An extent of 2 chunks + 2 MiB at `base` cut to 2 MiB: the cut is its last
+        // 2 chunks, from `base + 2 MiB`.
+        clear_chunk_bits(base + CHUNK_SIZE / 2, 2 * CHUNK_SIZE);
+        assert!(chunk_map::contains(base), "the kept extent's bit");
+        assert!(!chunk_map::contains(base + CHUNK_SIZE));
+        assert!(!chunk_map::contains(base + 2 * CHUNK_SIZE));
+        chunk_map::remove(base);
+        // From a chunk boundary, as every other caller clears: every chunk of the range.
+        chunk_map::insert(base);
+        chunk_map::insert(base + CHUNK_SIZE);
+        clear_chunk_bits(base, 2 * CHUNK_SIZE);
+        assert!(!chunk_map::contains(base) && !chunk_map::contains(base + CHUNK_SIZE));
+    }
 }
