@@ -10,12 +10,14 @@
 //! bench-system random-mixed [OPS]      # RESULT workload=random-mixed ops=... secs=... peak_rss_kb=...
 //! ```
 //!
-//! `bench-hakmem WORKLOAD [OPS] --residency` adds a `RESIDENCY` line: where hakmem's
-//! resident memory was (superslabs, large blocks, pair chunks, cached extents) at the
-//! sample with the most of it, sampled every 2 ms through the run ([`Hooks::residency`]).
-//!
 //! or keeps one going for a while and reports it in epochs (`bench-system soak ...`, see
 //! [`soak`]) for `cargo xtask soak`.
+//!
+//! `bench-hakmem WORKLOAD [OPS] --residency` adds a `RESIDENCY` line: where hakmem's
+//! resident memory was (superslabs, large blocks, pair chunks, cached extents) at the
+//! census with the most of it, taken every 2 ms through the run on a thread of its own
+//! ([`Hooks::residency`]). That thread's work is in the run: the `RESULT` line of such a
+//! run is not one to compare.
 //!
 //! `benches/c/workloads.c` runs the first workloads in C, under `LD_PRELOAD`, with the same
 //! command line and output.

@@ -6,10 +6,14 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
+use crate::procfs::rss_kb;
+
 /// Per kind of memory an allocator holds: `(what, mapped bytes, resident bytes)`.
 pub type Census = Vec<(&'static str, usize, usize)>;
 
-/// A thread that takes a census every 2 ms and keeps the one with the most resident.
+/// A thread that takes a census every 2 ms and keeps the one with the most resident,
+/// leaving out those that count more than the process holds (taken while the workload
+/// moved blocks, they count some twice).
 pub struct Sampler {
     stop: Arc<AtomicBool>,
     thread: JoinHandle<Census>,
@@ -25,7 +29,8 @@ impl Sampler {
             while !stopped.load(Ordering::Relaxed) {
                 std::thread::sleep(Duration::from_millis(2));
                 let now = census();
-                if resident(&now) > resident(&most) {
+                let held = usize::try_from(rss_kb() * 1024).unwrap_or(usize::MAX);
+                if resident(&now) > resident(&most) && resident(&now) <= held {
                     most = now;
                 }
             }

@@ -97,8 +97,14 @@ pub fn contains(addr: usize) -> bool {
 /// Mark the chunk at `base` (chunk aligned, below 2^47) as holding a header.
 pub fn insert(base: usize) {
     if let Some((w, bit)) = slot(base) {
-        FIRST_WORD.fetch_min(w, Ordering::Relaxed);
-        LAST_WORD.fetch_max(w, Ordering::Relaxed);
+        // Loads first: the bounds rarely move, and a read-modify-write would take the
+        // line for writing every time.
+        if w < FIRST_WORD.load(Ordering::Relaxed) {
+            FIRST_WORD.fetch_min(w, Ordering::Relaxed);
+        }
+        if w > LAST_WORD.load(Ordering::Relaxed) {
+            LAST_WORD.fetch_max(w, Ordering::Relaxed);
+        }
         MAP[w].fetch_or(bit, Ordering::Release);
     }
 }

@@ -990,12 +990,15 @@ pub enum Census {
     Block { map_size: usize },
 }
 
-/// What the chunk at `base` holds, its class map saying `MAP_LARGE`: read with
-/// [`os::read_memory`], so a chunk unmapped meanwhile is `None`, as is a cached extent's
-/// chunk (those are [`cached_extents`]).
-pub fn census_of(base: usize) -> Option<Census> {
-    let mut h = [0u8; core::mem::size_of::<LargeHeader>()];
-    if !os::read_memory(base, &mut h) {
+/// Bytes of a large header, the class map first: what [`census_of`] reads.
+pub const HEADER_BYTES: usize = core::mem::size_of::<LargeHeader>();
+
+/// What the chunk at `base` holds, given a copy of its first [`HEADER_BYTES`] (taken
+/// while other threads may write them): a pair chunk, a live block, or `None` for a
+/// cached extent's chunk (those are [`cached_extents`]) or bytes that are no large
+/// header (a class map not all `MAP_LARGE`, a length no mapping has).
+pub fn census_of(base: usize, h: &[u8; HEADER_BYTES]) -> Option<Census> {
+    if h[..chunk_map::SLABS].iter().any(|&e| e != MAP_LARGE) {
         return None;
     }
     let word = |at: usize| {
@@ -1005,9 +1008,10 @@ pub fn census_of(base: usize) -> Option<Census> {
     if word(core::mem::offset_of!(LargeHeader, pair)) != 0 {
         return Some(Census::Pair);
     }
-    (word(core::mem::offset_of!(LargeHeader, magic)) == MAGIC ^ base).then(|| Census::Block {
-        map_size: word(core::mem::offset_of!(LargeHeader, map_size)),
-    })
+    let map_size = word(core::mem::offset_of!(LargeHeader, map_size));
+    let sane = map_size > 0 && map_size % PAGE_SIZE == 0 && map_size <= isize::MAX as usize / 2;
+    (sane && word(core::mem::offset_of!(LargeHeader, magic)) == MAGIC ^ base)
+        .then_some(Census::Block { map_size })
 }
 
 /// The extents in the cache now, as `(base, map_size)`: the first `n` of the array.

@@ -290,8 +290,9 @@ pub fn class_usage() -> [ClassUsage; NUM_CLASSES] {
 
 /// Where hakmem's resident memory is, by what its chunks hold (superslabs, large blocks,
 /// pair chunks, cached extents): a census that asks the OS which pages are resident
-/// (`mincore`). Slow (milliseconds); safe to call while other threads allocate. Never
-/// allocates.
+/// (`mincore`). Slow (a few system calls per chunk); exact while no other thread
+/// allocates, safe but approximate while they do (a block moved during the walk may be
+/// counted twice). Never allocates.
 pub fn residency() -> Residency {
     stats::residency()
 }

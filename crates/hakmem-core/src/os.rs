@@ -293,16 +293,27 @@ pub fn spawn_detached(f: extern "C" fn(*mut c_void) -> *mut c_void) -> bool {
     sys::spawn_detached(f)
 }
 
-/// Copy the bytes at `addr` into `buf` if all of them are mapped and readable now; false
-/// otherwise (never faults: the kernel copies, so a range unmapped meanwhile by another
-/// thread is a refusal, not a crash). For statistics that look at memory other threads
-/// may unmap while they read.
-pub fn read_memory(addr: usize, buf: &mut [u8]) -> bool {
-    sys::read_memory(addr, buf)
+/// Reads memory that another thread may unmap meanwhile, for statistics: the kernel copies
+/// it (through a pipe: `write` from the address, `read` back), so an unmapped byte is a
+/// refusal (`EFAULT`), never a fault. A pipe rather than `process_vm_readv`, which
+/// sandboxes that filter system calls tend to refuse, some by killing the process.
+pub struct MemoryReader(sys::Pipe);
+
+impl MemoryReader {
+    /// `None` where no pipe can be had (or under the model platform).
+    pub fn new() -> Option<MemoryReader> {
+        sys::Pipe::new().map(MemoryReader)
+    }
+
+    /// Copy the bytes at `addr` into `buf` (at most [`PAGE_SIZE`] of them) if all of them
+    /// are mapped and readable now; false otherwise.
+    pub fn read(&self, addr: usize, buf: &mut [u8]) -> bool {
+        buf.len() <= PAGE_SIZE && self.0.copy(addr, buf)
+    }
 }
 
-/// Pages of `[addr, addr + len)` (page aligned) resident now; `None` when some page of
-/// it is not mapped (or the OS cannot say).
+/// Pages of `[addr, addr + len)` (`addr` page aligned) resident now; `None` when some page
+/// of it is not mapped (or the OS cannot say).
 pub fn resident_pages(addr: usize, len: usize) -> Option<usize> {
     sys::resident_pages(addr, len)
 }
@@ -371,12 +382,17 @@ mod tests {
         assert_eq!(resident_pages(at, 1 << 20), Some(3));
         assert_eq!(resident_pages(at, PAGE_SIZE + 1), Some(1));
         assert_eq!(resident_pages(at + 5 * PAGE_SIZE, 10), Some(1));
-        let mut buf = [0u8; 1];
-        assert!(read_memory(at + 5 * PAGE_SIZE, &mut buf));
-        assert_eq!(buf, [2]);
+        let reader = MemoryReader::new().expect("a pipe");
+        let mut buf = [0u8; 2];
+        assert!(reader.read(at + 5 * PAGE_SIZE - 1, &mut buf));
+        assert_eq!(buf, [0, 2]);
         // SAFETY: ours, unused from here on.
         unsafe { unmap(p, 1 << 20) };
-        assert!(!read_memory(at, &mut buf), "an unmapped page is a refusal");
+        assert!(!reader.read(at, &mut buf), "an unmapped page is a refusal");
+        assert!(
+            !reader.read(at - 1, &mut buf),
+            "and one unmapped byte of two"
+        );
         assert_eq!(resident_pages(at, PAGE_SIZE), None);
     }
 

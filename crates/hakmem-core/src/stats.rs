@@ -1,7 +1,7 @@
 //! Statistics, gathered without allocating: what the OS gave us, what is handed out, and,
 //! per size class, where the bytes of its slabs are.
 
-use crate::chunk_map::{self, CHUNK_SIZE, MAP_HEADER, MAP_LARGE};
+use crate::chunk_map::{self, CHUNK_SIZE, MAP_HEADER};
 use crate::heap::{ClassCounts, Heap};
 use crate::os::{self, COUNTERS, PAGE_SIZE};
 use crate::size_class::{block_size, Class, NUM_CLASSES};
@@ -179,22 +179,30 @@ impl Residency {
 }
 
 impl Resident {
+    /// Count `[base, base + len)` if it is mapped now.
     fn add(&mut self, base: usize, len: usize) {
-        self.count += 1;
-        self.mapped += len;
-        self.resident += os::resident_pages(base, len).unwrap_or(0) * PAGE_SIZE;
+        if let Some(pages) = os::resident_pages(base, len) {
+            self.count += 1;
+            self.mapped += len;
+            self.resident += pages * PAGE_SIZE;
+        }
     }
 }
 
-/// Walk every chunk of hakmem's and ask the OS which of its pages are resident
-/// (`mincore`): a census for finding where memory goes, not for a hot path (it reads the
-/// whole chunk map, 4 MiB, and makes a system call or more per chunk). Safe while other
-/// threads allocate and free: headers are read through the kernel
-/// ([`os::read_memory`]), so a chunk unmapped meanwhile is left out rather than read;
-/// the figures are then a blur of before and after. Never allocates. All zero where the
-/// OS cannot say (the model platform under Miri).
+/// Walk hakmem's chunks and ask the OS which of their pages are resident (`mincore`): a
+/// census for finding where memory goes, not for a hot path (it reads the chunk map from
+/// the lowest to the highest chunk ever mapped, and makes a few system calls per chunk).
+///
+/// Exact while no other thread allocates or frees. Otherwise safe but approximate: headers
+/// are read through the kernel ([`os::MemoryReader`]), so a chunk unmapped meanwhile is
+/// left out rather than read, and a block that moves or leaves the cache during the walk
+/// may be counted at both places or at neither. Never allocates. All zero where no pipe
+/// can be had (and under the model platform, which has none).
 pub fn residency() -> Residency {
     let mut r = Residency::default();
+    let Some(reader) = os::MemoryReader::new() else {
+        return r;
+    };
     // The cache first, and chunks inside a cached extent skipped below: a block handed
     // out from the cache meanwhile is counted once.
     let (cached, n) = large::cached_extents();
@@ -203,21 +211,22 @@ pub fn residency() -> Residency {
         r.cached_large.add(base, len);
     }
     chunk_map::for_each_base(|base| {
-        if cached.iter().any(|&(b, len)| (b..b + len).contains(&base)) {
+        if cached.iter().any(|&(b, len)| base >= b && base - b < len) {
             return;
         }
-        let mut first = [0u8; 1];
-        if !os::read_memory(base, &mut first) {
+        let mut header = [0u8; large::HEADER_BYTES];
+        // The bit again, just before the read: the word was loaded a while ago.
+        if !chunk_map::contains(base) || !reader.read(base, &mut header) {
             return;
         }
-        match first[0] {
-            MAP_HEADER => r.superslabs.add(base, CHUNK_SIZE),
-            MAP_LARGE => match large::census_of(base) {
-                Some(large::Census::Pair) => r.pairs.add(base, CHUNK_SIZE),
-                Some(large::Census::Block { map_size }) => r.large.add(base, map_size),
-                None => {}
-            },
-            _ => {}
+        if header[0] == MAP_HEADER {
+            r.superslabs.add(base, CHUNK_SIZE);
+            return;
+        }
+        match large::census_of(base, &header) {
+            Some(large::Census::Pair) => r.pairs.add(base, CHUNK_SIZE),
+            Some(large::Census::Block { map_size }) => r.large.add(base, map_size),
+            None => {}
         }
     });
     r

@@ -1,9 +1,10 @@
-//! The census of resident memory sorts hakmem's chunks by what they hold and counts the
-//! pages the program wrote where it wrote them.
+//! The census of resident memory sorts hakmem's chunks by what they hold, counts each
+//! mapping once with its whole length, and the pages the program wrote where it wrote
+//! them.
 //!
 //! The figures are process-wide, so this binary holds one test.
 
-use hakmem_core::{alloc, dealloc, residency, trim, Residency};
+use hakmem_core::{alloc, dealloc, residency, stats, trim, Residency, CHUNK_SIZE};
 
 const MIB: usize = 1 << 20;
 
@@ -31,36 +32,48 @@ fn written(size: usize) -> *mut u8 {
 fn the_census_finds_each_kind_where_it_was_written() {
     trim();
     let before = residency();
+    assert_eq!(
+        (
+            before.large.count,
+            before.pairs.count,
+            before.cached_large.count
+        ),
+        (0, 0, 0),
+        "nothing large yet: {before:?}"
+    );
 
     let small: Vec<*mut u8> = (0..1000).map(|_| written(1000)).collect();
-    let large = written(3 * MIB);
+    // One chunk, and three (its need rounded up to whole chunks).
+    let large = [(written(3 * MIB), 3 * MIB), (written(9 * MIB), 9 * MIB)];
     let halves = [written(3 * MIB / 2), written(3 * MIB / 2)];
     let cached = written(7 * MIB / 2);
     // SAFETY: made above with `(7 MiB / 2, 16)`; freed, it stays committed in the cache.
     unsafe { dealloc(cached, 7 * MIB / 2, 16) };
 
     let r = residency();
-    let grew = |f: fn(&Residency) -> usize, by: usize| f(&r) >= f(&before) + by;
+    let rss = stats().resident;
+    let grew = |f: fn(&Residency) -> usize| f(&r) - f(&before);
     assert!(
-        grew(|r| r.superslabs.resident, 900 * 1000),
+        grew(|r| r.superslabs.resident) >= 900 * 1000,
         "1000 blocks of 1000 bytes written: {before:?} -> {r:?}"
     );
-    assert!(grew(|r| r.large.count, 1), "{before:?} -> {r:?}");
-    assert!(grew(|r| r.large.mapped, 3 * MIB), "{before:?} -> {r:?}");
-    assert!(grew(|r| r.large.resident, 3 * MIB), "{before:?} -> {r:?}");
-    assert!(grew(|r| r.pairs.count, 1), "{before:?} -> {r:?}");
-    assert!(
-        grew(|r| r.pairs.resident, 2 * (3 * MIB / 2)),
-        "{before:?} -> {r:?}"
+    let (large_count, large_mapped) = (r.large.count, r.large.mapped);
+    assert_eq!(
+        (large_count, large_mapped),
+        (2, CHUNK_SIZE + 3 * CHUNK_SIZE),
+        "{r:?}"
     );
-    assert!(grew(|r| r.cached_large.count, 1), "{before:?} -> {r:?}");
-    assert!(
-        grew(|r| r.cached_large.resident, 7 * MIB / 2),
-        "{before:?} -> {r:?}"
+    assert!(r.large.resident >= 12 * MIB, "{r:?}");
+    assert_eq!((r.pairs.count, r.pairs.mapped), (1, CHUNK_SIZE), "{r:?}");
+    assert!(r.pairs.resident >= 3 * MIB, "{r:?}");
+    assert_eq!(
+        (r.cached_large.count, r.cached_large.mapped),
+        (1, CHUNK_SIZE),
+        "{r:?}"
     );
-    // No page is counted twice, nor any the chunks do not hold.
-    let total = r.total();
-    assert!(total.resident <= total.mapped, "{r:?}");
+    assert!(r.cached_large.resident >= 7 * MIB / 2, "{r:?}");
+    // Counted once each, the pages are a part of the process's resident set.
+    assert!(r.total().resident <= rss, "{r:?} against RSS {rss}");
 
     for p in small {
         // SAFETY: made above with `(1000, 16)`.
@@ -70,8 +83,10 @@ fn the_census_finds_each_kind_where_it_was_written() {
         // SAFETY: made above with `(3 MiB / 2, 16)`.
         unsafe { dealloc(p, 3 * MIB / 2, 16) };
     }
-    // SAFETY: made above with `(3 MiB, 16)`.
-    unsafe { dealloc(large, 3 * MIB, 16) };
+    for (p, size) in large {
+        // SAFETY: made above with `(size, 16)`.
+        unsafe { dealloc(p, size, 16) };
+    }
     trim();
     let after = residency();
     assert_eq!(

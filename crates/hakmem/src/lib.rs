@@ -332,9 +332,9 @@ pub fn class_usage() -> [ClassUsage; hakmem_core::NUM_CLASSES] {
 /// Where hakmem's resident memory is: mapped and resident bytes of its superslabs (small
 /// and medium blocks), of live large blocks, of pair chunks (two blocks of 1..2 MiB to a
 /// chunk) and of freed large extents kept for reuse. A census that asks the OS which
-/// pages are resident (`mincore`): milliseconds, for finding where memory goes. Safe to
-/// call while other threads allocate (the figures then mix before and after). Never
-/// allocates.
+/// pages are resident (`mincore`), a few system calls per chunk, for finding where memory
+/// goes. Exact while no other thread allocates; safe while they do, but then a block
+/// moved or reused during the walk may be counted twice or not at all. Never allocates.
 pub fn residency() -> Residency {
     hakmem_core::residency()
 }

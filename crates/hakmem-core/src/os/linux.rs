@@ -297,30 +297,57 @@ pub fn spawn_detached(f: extern "C" fn(*mut c_void) -> *mut c_void) -> bool {
     }
 }
 
-/// [`super::read_memory`]: `process_vm_readv` on this process.
-pub fn read_memory(addr: usize, buf: &mut [u8]) -> bool {
-    let local = libc::iovec {
-        iov_base: buf.as_mut_ptr().cast(),
-        iov_len: buf.len(),
-    };
-    let remote = libc::iovec {
-        iov_base: addr as *mut c_void,
-        iov_len: buf.len(),
-    };
-    // SAFETY: `local` describes `buf`, writable for its length; the kernel checks
-    // `remote` and reports an unreadable range as an error or a short read.
-    let n = unsafe { libc::process_vm_readv(libc::getpid(), &local, 1, &remote, 1, 0) };
-    n == buf.len() as isize
+/// The pipe of [`super::MemoryReader`]: its read and write ends, closed on drop.
+pub struct Pipe {
+    read: libc::c_int,
+    write: libc::c_int,
+}
+
+impl Pipe {
+    pub fn new() -> Option<Pipe> {
+        let mut fds = [0 as libc::c_int; 2];
+        // SAFETY: `fds` has room for the two descriptors.
+        let rc = unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC | libc::O_NONBLOCK) };
+        (rc == 0).then_some(Pipe {
+            read: fds[0],
+            write: fds[1],
+        })
+    }
+
+    /// Copy `buf.len()` bytes (at most a page: a pipe holds more) from `addr` into `buf`
+    /// through the pipe, which is empty before and after.
+    pub fn copy(&self, addr: usize, buf: &mut [u8]) -> bool {
+        // SAFETY: the kernel reads `[addr, addr + len)` with fault handling: a byte not
+        // mapped or not readable fails the write (`EFAULT`) or shortens it.
+        let wrote = unsafe { libc::write(self.write, addr as *const c_void, buf.len()) };
+        if wrote <= 0 {
+            return false;
+        }
+        // SAFETY: `buf` is writable for its length; the pipe holds `wrote` bytes.
+        let got = unsafe { libc::read(self.read, buf.as_mut_ptr().cast(), wrote as usize) };
+        got == wrote && wrote as usize == buf.len()
+    }
+}
+
+impl Drop for Pipe {
+    fn drop(&mut self) {
+        // SAFETY: both descriptors are this pipe's, closed once.
+        unsafe {
+            libc::close(self.read);
+            libc::close(self.write);
+        }
+    }
 }
 
 /// [`super::resident_pages`]: `mincore`, a stretch of pages at a time.
 pub fn resident_pages(addr: usize, len: usize) -> Option<usize> {
     const STRETCH: usize = 256;
     let mut vec = [0u8; STRETCH];
+    let end = addr.checked_add(len)?;
     let mut resident = 0;
     let mut at = addr;
-    while at < addr + len {
-        let pages = (addr + len - at).div_ceil(super::PAGE_SIZE).min(STRETCH);
+    while at < end {
+        let pages = (end - at).div_ceil(super::PAGE_SIZE).min(STRETCH);
         // SAFETY: `vec` holds a byte for each of the `pages` pages asked about; the kernel
         // checks that they are mapped (ENOMEM otherwise) and reads nothing of them.
         let rc = unsafe {
