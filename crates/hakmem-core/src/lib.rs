@@ -313,6 +313,18 @@ pub mod testing {
     /// The size and alignment of a slab.
     pub const SLAB_SIZE: usize = crate::size_class::SLAB_SIZE;
 
+    /// Give back the cached large mappings over the retention budget or kept too long,
+    /// as the background return or a large free would at `now` ([`now_ms`]'s clock):
+    /// tests choose the time.
+    pub fn expire_large(now: u64) {
+        crate::large::expire(now)
+    }
+
+    /// The clock of the retention policy, in milliseconds.
+    pub fn now_ms() -> u64 {
+        crate::os::now_ms()
+    }
+
     /// How many freed large mappings the profile in force may keep.
     pub fn large_cache_entries() -> usize {
         crate::config::current().large_cache_entries
