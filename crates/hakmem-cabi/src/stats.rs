@@ -137,12 +137,33 @@ fn print_summary_to(fd: i32) {
     // Writing into a `Message` cannot fail (it truncates).
     let _ = write_summary(&mut m, &counts(&s), &s);
     m.emit_to(fd);
+    let mut m = Message::<256>::new();
+    let _ = write_residency(&mut m, &hakmem_core::residency());
+    m.emit_to(fd);
     let usage = hakmem_core::class_usage();
     for u in usage.iter().filter(|u| u.slabs > 0) {
         let mut m = Message::<256>::new();
         let _ = write_class(&mut m, u);
         m.emit_to(fd);
     }
+}
+
+/// The census's line: resident and mapped KiB of each kind of chunk
+/// ([`hakmem_core::residency`]).
+fn write_residency(m: &mut impl Write, r: &hakmem_core::Residency) -> core::fmt::Result {
+    let kib = |b: usize| b.div_ceil(1024);
+    writeln!(
+        m,
+        "hakmem:   resident   superslabs {} of {} KiB, large blocks {} of {}, pair chunks {} of {}, cached extents {} of {} (resident of mapped)",
+        kib(r.superslabs.resident),
+        kib(r.superslabs.mapped),
+        kib(r.large.resident),
+        kib(r.large.mapped),
+        kib(r.pairs.resident),
+        kib(r.pairs.mapped),
+        kib(r.cached_large.resident),
+        kib(r.cached_large.mapped)
+    )
 }
 
 /// One class's line: where the bytes of its slabs are, in KiB.

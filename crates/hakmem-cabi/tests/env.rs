@@ -54,6 +54,21 @@ fn stats_summary_at_exit() {
         .and_then(|n| n.parse().ok())
         .expect("a count of calls");
     assert!(calls > 0, "{err}");
+    // The census: `ls` made small blocks, so a superslab is mapped and partly resident.
+    let superslabs: Vec<usize> = err
+        .lines()
+        .find_map(|l| l.split("resident   superslabs ").nth(1))
+        .map(|rest| {
+            rest.split_whitespace()
+                .filter_map(|w| w.parse().ok())
+                .take(2)
+                .collect()
+        })
+        .expect("the census line");
+    assert!(
+        superslabs.len() == 2 && 0 < superslabs[0] && superslabs[0] <= superslabs[1],
+        "{err}"
+    );
 }
 
 #[test]
