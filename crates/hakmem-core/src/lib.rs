@@ -10,7 +10,7 @@
 //! | resize | [`realloc`] (request known), [`realloc_unsized`] (C) |
 //! | usable size, classify | [`usable_size`], [`owner`] / [`Owner`], [`in_heap`]; size classes: [`class_for`], [`class_of_size`], [`block_size`], [`Class`], [`NUM_CLASSES`], [`MIN_ALIGN`], [`MAX_SMALL_SIZE`], [`MAX_ALIGN`], [`CHUNK_SIZE`] |
 //! | trim | [`trim`] |
-//! | stats | [`stats()`] / [`Stats`], [`mapped_bytes`] |
+//! | stats | [`stats()`] / [`Stats`], [`mapped_bytes`], [`class_usage()`] / [`ClassUsage`], [`residency()`] / [`Residency`] |
 //! | profile | [`set_profile`], [`profile`], [`Profile`] |
 //! | checked switch | [`Core`]`<CHECKED>` / [`Checked`]: the same entry points with the checks of checked mode on |
 //! | misuse | [`report_misuse`], [`Misuse`], [`NotFreed`]; [`write_stderr`], [`abort`] (never allocate) |

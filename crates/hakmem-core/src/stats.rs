@@ -1,5 +1,6 @@
-//! Statistics, gathered without allocating: what the OS gave us, what is handed out, and,
-//! per size class, where the bytes of its slabs are.
+//! Statistics, gathered without allocating: what the OS gave us, what is handed out, per
+//! size class where the bytes of its slabs are, and per kind of chunk which of its pages
+//! are resident (the census, [`residency`]).
 
 use crate::chunk_map::{self, CHUNK_SIZE, MAP_HEADER};
 use crate::heap::{ClassCounts, Heap};

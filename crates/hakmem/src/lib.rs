@@ -43,7 +43,9 @@
 //! `munmap`, `madvise` and `mremap` calls hakmem made. [`class_usage()`] says, per size
 //! class, where the bytes of its slabs are: held by the program, in thread caches, in
 //! the depot that passes them between threads, on remote lists, free in the slabs, not
-//! carved yet. Neither allocates.
+//! carved yet. [`residency()`] asks the OS which pages of hakmem's chunks are resident,
+//! by what the chunks hold (superslabs, large blocks, pair chunks, cached extents): slower,
+//! a few system calls per chunk. None of them allocates.
 //!
 //! ```
 //! # #[global_allocator]
@@ -59,6 +61,8 @@
 //!     );
 //! }
 //! assert!(hakmem::class_usage().iter().any(|u| u.block_size >= 100 && u.live >= 100_000));
+//! let r = hakmem::residency();
+//! println!("{} of {} bytes of superslabs resident", r.superslabs.resident, r.superslabs.mapped);
 //! # drop(held);
 //! # }
 //! ```
