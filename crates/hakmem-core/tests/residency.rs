@@ -28,17 +28,18 @@ fn written(size: usize) -> *mut u8 {
     p
 }
 
+/// How many live large blocks, pair chunks and cached extents the census counted.
+fn large_kinds(r: &Residency) -> [usize; 3] {
+    [r.large.count, r.pairs.count, r.cached_large.count]
+}
+
 #[test]
 fn the_census_finds_each_kind_where_it_was_written() {
     trim();
     let before = residency();
     assert_eq!(
-        (
-            before.large.count,
-            before.pairs.count,
-            before.cached_large.count
-        ),
-        (0, 0, 0),
+        large_kinds(&before),
+        [0, 0, 0],
         "nothing large yet: {before:?}"
     );
 
@@ -90,12 +91,8 @@ fn the_census_finds_each_kind_where_it_was_written() {
     trim();
     let after = residency();
     assert_eq!(
-        (
-            after.large.count,
-            after.pairs.count,
-            after.cached_large.count
-        ),
-        (0, 0, 0),
+        large_kinds(&after),
+        [0, 0, 0],
         "every large block freed and trimmed: {after:?}"
     );
 }
