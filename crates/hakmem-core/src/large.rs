@@ -659,15 +659,22 @@ pub fn max_mapping(need: usize) -> usize {
 /// chunks and the rest, a chunk or more, stays cached (same age); or else the largest
 /// smaller extent, for the caller to grow. Entries stay in age order.
 ///
-/// Best is what leaves the block the fewest bytes, the extent at the lowest address among
-/// equals. The lowest, not the oldest: a program cycling blocks of a chunk or less then
-/// keeps reusing the chunks at the bottom, and those above them serve only the peaks of
-/// its live set, so they gather fewer resident pages (a block's end is the page it
-/// touches that its chunk may not have had; `large` peaks at 52.5 MiB instead of 57.6,
-/// docs/MEMORY.md). The fewest bytes, not the lowest alone: a block that took a whole
-/// extent a chunk or more longer than it needs, or split a long one, would leave the next
-/// larger request to grow a smaller extent by `mremap` (`realloc-xthread` peaked 5-9 MiB
-/// higher with the lowest alone).
+/// Best, for a block of one chunk or less, is the lowest chunk of any extent that leaves
+/// it one chunk (one of a chunk, or the first of a split), where it was the oldest of the
+/// shortest extents. A program cycling such blocks then keeps reusing the chunks at the
+/// bottom, and those above them serve only the peaks of its live set, so they gather
+/// fewer resident pages (a block's end is the page it touches that its chunk may not have
+/// had; `large` peaks at 52.5 MiB instead of 57.6, docs/MEMORY.md). The shortest alone
+/// left `large` as it was, since freed neighbours merge, and the single chunks left
+/// between live blocks lie anywhere. An extent a little longer than a chunk, which a
+/// block would take whole, comes after those (`realloc-xthread` peaked 5-9 MiB higher
+/// when the lowest of every extent came first).
+///
+/// Best for a longer block is still the shortest extent (the lowest among equals): it
+/// needs a run of chunks, and taking a piece of a longer run when a shorter one holds it
+/// cut the runs that a program cycling big buffers finds again (`c-big-buffers` in
+/// `balanced`, 5 alternated runs: 1.2x the time and 110.1 MiB against 98.1 when a longer
+/// block, too, took the lowest of the extents that leave it the fewest bytes).
 fn take_cached(need: usize) -> Option<Cached> {
     let take = os::round_up(need, CHUNK_SIZE).unwrap_or(usize::MAX);
     let splits = |map_size: usize| map_size >= take.saturating_add(CHUNK_SIZE);
@@ -678,7 +685,12 @@ fn take_cached(need: usize) -> Option<Cached> {
         .filter(|&i| entries[i].map_size >= need)
         .min_by_key(|&i| {
             let e = entries[i];
-            (if splits(e.map_size) { take } else { e.map_size }, e.base)
+            let kept = if splits(e.map_size) { take } else { e.map_size };
+            if take == CHUNK_SIZE {
+                (kept, e.base)
+            } else {
+                (e.map_size, e.base)
+            }
         });
     let Some(i) = fit else {
         let smaller = (0..n).max_by_key(|&i| entries[i].map_size)?;
