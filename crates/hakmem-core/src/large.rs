@@ -27,9 +27,9 @@
 //! [`crate::retain`]), so that a program cycling through large buffers does not pay
 //! `mmap`, `munmap` and page faults every time: a freed mapping merges with cached
 //! extents right before or after it in the address space, and a request takes the
-//! extent that leaves it the fewest bytes, the lowest among equals ([`take_cached`]),
-//! split at a chunk boundary when the rest is a chunk or more (so buffers freed together
-//! serve new buffers of any other sizes).
+//! lowest chunk that leaves it one chunk when it fits in one, else the shortest extent
+//! that holds it ([`take_cached`]), split at a chunk boundary when the rest is a chunk or
+//! more (so buffers freed together serve new buffers of any other sizes).
 //!
 //! Chunk bits ([`chunk_map`]): a live block has the bit of its first chunk only (its other
 //! chunks hold user bytes, which must never be read as a header). In a cached extent, a
