@@ -59,6 +59,9 @@ use core::ptr::{null_mut, NonNull};
 /// Largest alignment served (the user pointer must stay in the first chunk).
 pub const MAX_ALIGN: usize = CHUNK_SIZE / 2;
 const MIN_OFFSET: usize = 128;
+/// Most bytes a large mapping may need (header included): larger requests are refused,
+/// so a header whose length is over it is no header of ours.
+const MAX_NEED: usize = isize::MAX as usize / 2;
 const MAGIC: usize = 0x6861_6b6d_656d_4c47; // "hakmemLG"
 
 /// Header of a large block: at the base of its mapping, or of its half of a pair chunk.
@@ -235,7 +238,7 @@ pub fn alloc(size: usize, align: usize, resized: bool) -> (*mut u8, usize) {
     else {
         return (null_mut(), 0);
     };
-    if need > isize::MAX as usize / 2 {
+    if need > MAX_NEED {
         return (null_mut(), 0);
     }
     if !resized && offset == MIN_OFFSET && need > PAIR_FROM && need <= HALF {
@@ -685,9 +688,9 @@ fn take_cached(need: usize) -> Option<Cached> {
         .filter(|&i| entries[i].map_size >= need)
         .min_by_key(|&i| {
             let e = entries[i];
-            let kept = if splits(e.map_size) { take } else { e.map_size };
             if take == CHUNK_SIZE {
-                (kept, e.base)
+                // What the block would keep: one chunk, or the whole extent.
+                (if splits(e.map_size) { take } else { e.map_size }, e.base)
             } else {
                 (e.map_size, e.base)
             }
@@ -933,7 +936,7 @@ pub unsafe fn realloc(h: Large, new_size: usize) -> *mut u8 {
     else {
         return null_mut();
     };
-    if need > isize::MAX as usize / 2 {
+    if need > MAX_NEED {
         return null_mut();
     }
     if h.is_pair() {
@@ -1036,7 +1039,7 @@ pub fn census_of(base: usize, h: &[u8; HEADER_BYTES]) -> Option<Census> {
         return Some(Census::Pair);
     }
     let map_size = word(core::mem::offset_of!(LargeHeader, map_size));
-    let sane = map_size > 0 && map_size % PAGE_SIZE == 0 && map_size <= isize::MAX as usize / 2;
+    let sane = map_size > 0 && map_size % PAGE_SIZE == 0 && map_size <= MAX_NEED;
     (sane && word(core::mem::offset_of!(LargeHeader, magic)) == MAGIC ^ base)
         .then_some(Census::Block { map_size })
 }
