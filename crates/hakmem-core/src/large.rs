@@ -10,7 +10,8 @@
 //!
 //! `offset` is 128, or the alignment when larger (at most [`MAX_ALIGN`]), so the user
 //! pointer always lies in the first chunk and `free` finds the header by masking.
-//! `realloc` grows or moves the mapping with `mremap`, never copying (but for halves).
+//! `realloc` grows into the cached extent that starts where the mapping ends, or grows or
+//! moves the mapping with `mremap`, never copying (but for halves).
 //!
 //! Blocks of 1..2 MiB (header included, offset 128) take half a chunk instead: a *pair
 //! chunk* ([`Pair`]) holds two, the high one with its header at `base + CHUNK_SIZE / 2`,
@@ -703,18 +704,36 @@ fn take_cached(need: usize) -> Option<Cached> {
     if !splits(c.map_size) {
         return Some(cache.remove(i));
     }
-    let rest = &mut cache.entries[i];
-    rest.base += take;
-    rest.map_size -= take;
-    let rest_base = rest.base;
-    cache.bytes -= take;
-    retain::sub(take);
-    // SAFETY: the rest is a cached extent, ours.
-    unsafe { write_free_header(rest_base) };
+    cache.cut_front(i, take);
     Some(Cached {
         map_size: take,
         ..c
     })
+}
+
+/// Take the front of the cached extent that starts at `end` (the end of a live block's
+/// mapping) for that block to grow into: `want` bytes rounded up to whole chunks, or the
+/// whole extent when less than a chunk would be left. Returns the bytes taken, their
+/// chunk bits cleared (they are the block's user bytes now).
+///
+/// No system call, and the pages keep what they had resident: a buffer that grows again
+/// where a freed one lay (a vector doubling, round after round) takes no page faults and
+/// no `mremap`, where moving the mapping gave it fresh pages every time. An extent too
+/// short is taken whole all the same, and moves with the block if `mremap` must move it.
+fn take_next_extent(end: usize, want: usize) -> Option<usize> {
+    let mut cache = CACHE.lock();
+    let i = (0..cache.len).find(|&i| cache.entries[i].base == end)?;
+    let e = cache.entries[i];
+    let take = os::round_up(want, CHUNK_SIZE).unwrap_or(usize::MAX);
+    let taken = if e.map_size >= take.saturating_add(CHUNK_SIZE) {
+        cache.cut_front(i, take);
+        take
+    } else {
+        cache.remove(i).map_size
+    };
+    // Under the lock still: nothing else hands these chunks out meanwhile.
+    clear_chunk_bits(end, taken);
+    Some(taken)
 }
 
 impl Cache {
@@ -754,6 +773,20 @@ impl Cache {
         self.bytes -= cut;
         retain::sub(cut);
         tail
+    }
+
+    /// Cut `take` bytes (whole chunks, a chunk or more fewer than it holds) off the front
+    /// of entry `i`, for the caller; the rest stays cached, as old as it was, with a free
+    /// header at its new base.
+    fn cut_front(&mut self, i: usize, take: usize) {
+        let rest = &mut self.entries[i];
+        rest.base += take;
+        rest.map_size -= take;
+        let rest_base = rest.base;
+        self.bytes -= take;
+        retain::sub(take);
+        // SAFETY: the rest is a cached extent, ours.
+        unsafe { write_free_header(rest_base) };
     }
 
     /// Take entry `i` out, keeping the others in age order.
@@ -967,6 +1000,19 @@ pub unsafe fn realloc(h: Large, new_size: usize) -> *mut u8 {
     }
     // Grow a little more than asked, so that repeated growth does not remap every time.
     let target = os::round_up(need + need / 8, PAGE_SIZE).unwrap_or(need);
+    // The cached extent right after the mapping first, resident pages and all; moved by
+    // `mremap`, a block takes fresh pages for all it grows by.
+    let mut old_map = old_map;
+    if let Some(taken) = take_next_extent(base + old_map, target - old_map) {
+        old_map += taken;
+        // SAFETY: our header; the chunks taken are the block's now.
+        unsafe { (*h.ptr()).map_size = old_map };
+        LARGE_BYTES.fetch_add(taken, Ordering::Relaxed);
+        if need <= old_map {
+            retain::observe();
+            return (base + offset) as *mut u8;
+        }
+    }
     // The chunk bit goes before the move: once the old range is free, another thread may
     // map a chunk there and set its bit, which we must not clear.
     chunk_map::remove(base);
@@ -985,6 +1031,11 @@ pub unsafe fn realloc(h: Large, new_size: usize) -> *mut u8 {
         (*(new_base as *mut LargeHeader)).magic = MAGIC ^ new_base;
     }
     LARGE_BYTES.fetch_add(target - old_map, Ordering::Relaxed);
+    // The recent peak in use counts growth too: when only allocations were counted, a
+    // buffer grown to 72 MiB and freed lost 12 MiB to the budget's 64 MiB floor (`munmap`
+    // at each free, `c-buffer-doubling` under `strace`), which the next one grown as far
+    // took afresh.
+    retain::observe();
     (new_base + offset) as *mut u8
 }
 
