@@ -424,6 +424,26 @@ static uint64_t large_written(uint64_t ops) {
     return ops;
 }
 
+/* Buffers grown by realloc to twice their size, 4 KiB to 64 MiB, each page written as the
+ * growth adds it, then freed (buffer_doubling in big.rs); one operation is one doubling. */
+static uint64_t buffer_doubling(uint64_t ops) {
+    enum { START = 4096 };
+    uint64_t done = 0;
+    while (done < ops) {
+        size_t size = START;
+        unsigned char *p = block_new(size);
+        write_pages(p, size);
+        while (size < 64 * (size_t)MIB && done < ops) {
+            p = block_resize(p, 2 * size);
+            write_pages(p + size, size);
+            size *= 2;
+            done++;
+        }
+        block_free(p);
+    }
+    return done;
+}
+
 /* ---- a live set growing to 200 MiB and shrinking (benches/src/workloads/live_growth.rs) ---- */
 
 typedef struct { void *p; size_t size; } sized_t;
@@ -688,6 +708,7 @@ static const workload_t WORKLOADS[] = {
     { "c-big-buffers", 64, big_buffers },
     { "c-big-zeroed", 64, big_zeroed },
     { "c-large-written", 20000, large_written },
+    { "c-buffer-doubling", 280, buffer_doubling },
     { "c-live-growth", 1000000, live_growth },
     { "c-tree", 1000000, tree },
     { "c-realloc-xthread", 3000000, realloc_xthread },

@@ -65,7 +65,12 @@ impl Block {
 
     /// Write one byte in every 4 KiB of the block, so that every page is really used.
     pub fn write_pages(&mut self) {
-        for offset in (0..self.size).step_by(PAGE) {
+        self.write_pages_from(0);
+    }
+
+    /// [`Block::write_pages`] from byte `start` on (the part a resize added).
+    pub fn write_pages_from(&mut self, start: usize) {
+        for offset in (start..self.size).step_by(PAGE) {
             // SAFETY: `offset` is inside the block's `size` bytes.
             unsafe { self.ptr.as_ptr().add(offset).write(offset as u8) };
         }

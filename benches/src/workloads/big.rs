@@ -53,3 +53,24 @@ pub fn big_zeroed(ops: u64) -> u64 {
     }
     ops
 }
+
+/// Buffers grown by `realloc` to twice their size, 4 KiB to 64 MiB, each page written as
+/// the growth adds it, then freed, and the next one built: a vector filled by appends, a
+/// file or a response read whole into a buffer that grows. One operation is one doubling
+/// (14 a buffer).
+pub fn buffer_doubling(ops: u64) -> u64 {
+    const START: usize = 4096;
+    const END: usize = 64 * MIB;
+    let mut done = 0;
+    while done < ops {
+        let mut buffer = Block::new(START);
+        buffer.write_pages();
+        while buffer.size() < END && done < ops {
+            let old = buffer.size();
+            buffer.resize(2 * old);
+            buffer.write_pages_from(old);
+            done += 1;
+        }
+    }
+    done
+}
