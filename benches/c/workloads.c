@@ -685,6 +685,55 @@ static uint64_t tree(uint64_t ops) {
 
 /* ---- the workloads by name, and the driver ---- */
 
+/* ---- many strings grown at once, each to exactly its length (realloc.rs's string_builders) ---- */
+
+/* 1000 strings built by appends of 1..64 bytes, one picked at random for each, every append
+ * growing it by realloc to exactly its new length; one that would pass 64 KiB is freed and
+ * started again. One operation is one append. */
+static uint64_t string_builders(uint64_t ops) {
+    enum { STRINGS = 1000, MAX = 64 << 10 };
+    rng_t rng = rng_new(24);
+    char *strings[STRINGS] = { 0 };
+    size_t lens[STRINGS] = { 0 };
+    for (uint64_t i = 0; i < ops; i++) {
+        size_t k = rng_below(&rng, STRINGS);
+        size_t add = rng_between(&rng, 1, 64);
+        if (lens[k] + add > MAX) {
+            free(strings[k]);
+            strings[k] = NULL;
+            lens[k] = 0;
+            continue;
+        }
+        char *s = realloc(strings[k], lens[k] + add);
+        if (!s) {
+            fprintf(stderr, "out of memory (realloc of %zu bytes)\n", lens[k] + add);
+            abort();
+        }
+        memset(s + lens[k], 'a' + (int)(add % 26), add);
+        strings[k] = s;
+        lens[k] += add;
+    }
+    for (size_t k = 0; k < STRINGS; k++) free(strings[k]);
+    return ops;
+}
+
+/* ---- half freed: 48-byte objects, every other one freed, the holes refilled (batch.rs) ---- */
+
+/* Two thirds of the operations are 48-byte objects allocated in order; every other one is
+ * freed, the holes refilled with objects of 64..256 B, then all are freed. */
+static uint64_t half_freed(uint64_t ops) {
+    size_t first = ops * 2 / 3 < 2 ? 2 : (size_t)(ops * 2 / 3);
+    rng_t rng = rng_new(25);
+    void **objects = malloc(first * sizeof(void *));
+    if (!objects) abort();
+    for (size_t i = 0; i < first; i++) objects[i] = block_new(48);
+    for (size_t i = 0; i < first; i += 2) block_free(objects[i]);
+    for (size_t i = 0; i < first; i += 2) objects[i] = block_new(rng_between(&rng, 64, 256));
+    for (size_t i = 0; i < first; i++) block_free(objects[i]);
+    free(objects);
+    return first + (first + 1) / 2;
+}
+
 typedef struct {
     const char *name;
     uint64_t default_ops;
@@ -712,6 +761,8 @@ static const workload_t WORKLOADS[] = {
     { "c-live-growth", 1000000, live_growth },
     { "c-tree", 1000000, tree },
     { "c-realloc-xthread", 3000000, realloc_xthread },
+    { "c-string-builders", 2000000, string_builders },
+    { "c-half-freed", 1500000, half_freed },
     { "c-aligned", 10000000, aligned },
 };
 enum { NUM_WORKLOADS = sizeof WORKLOADS / sizeof WORKLOADS[0] };

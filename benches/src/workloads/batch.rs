@@ -100,6 +100,24 @@ pub fn cross_thread(ops: u64) -> u64 {
     halves.iter().map(|&n| 2 * n as u64).sum()
 }
 
+/// Objects of 48 bytes allocated in order, every other one freed, the holes refilled with
+/// objects of 64..256 B, then all freed: a cache that evicts half its entries and fills up
+/// again with others. Two thirds of the operations are the first objects (a million by
+/// default); one operation is one object allocated (and, in the end, freed).
+pub fn half_freed(ops: u64) -> u64 {
+    let first = (ops as usize * 2 / 3).max(2);
+    let mut rng = Rng::new(25);
+    let mut objects: Vec<Option<Block>> = (0..first).map(|_| Some(Block::new(48))).collect();
+    for slot in objects.iter_mut().step_by(2) {
+        *slot = None;
+    }
+    for slot in objects.iter_mut().step_by(2) {
+        *slot = Some(Block::new(rng.between((64, 256))));
+    }
+    drop(objects);
+    (first + first.div_ceil(2)) as u64
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -161,6 +161,12 @@ pub const WORKLOADS: &[Workload] = &[
         3_000_000,
         Run::Session(larson::realloc_two_threads),
     ),
+    Workload::bench(
+        "string-builders",
+        2_000_000,
+        Run::Once(realloc::string_builders),
+    ),
+    Workload::bench("half-freed", 1_500_000, Run::Once(batch::half_freed)),
     Workload::soak("phases", phases::plain),
     Workload {
         needs_trim: true,

@@ -1,5 +1,6 @@
 //! Growth by reallocation: a `Vec<u8>` and then a `String` grow by appends of 1..256 bytes
-//! to 1 MiB, are dropped, and the next one starts. One operation is one append.
+//! to 1 MiB, are dropped, and the next one starts; or a thousand strings grow at once, each
+//! to exactly its length. One operation is one append.
 
 use crate::Rng;
 
@@ -64,4 +65,29 @@ fn grow<G: Grow>(rng: &mut Rng, budget: u64) -> u64 {
     }
     std::hint::black_box(&g);
     appends
+}
+
+/// A thousand strings built at once by appends of 1..64 bytes, one string picked at random
+/// for each, every append growing its string to exactly its new length by `realloc` (as C
+/// code does that keeps a string's size equal to its length); a string that would pass
+/// 64 KiB is dropped and started again. A program building many texts (log lines,
+/// messages, documents) at once.
+pub fn string_builders(ops: u64) -> u64 {
+    const STRINGS: usize = 1000;
+    const MAX: usize = 64 << 10;
+    let text = std::str::from_utf8(&TEXT).expect("ASCII");
+    let mut rng = Rng::new(24);
+    let mut strings: Vec<String> = (0..STRINGS).map(|_| String::new()).collect();
+    for _ in 0..ops {
+        let s = &mut strings[rng.below(STRINGS)];
+        let add = rng.between((1, 64));
+        if s.len() + add > MAX {
+            *s = String::new();
+            continue;
+        }
+        s.reserve_exact(add);
+        s.push_str(&text[..add]);
+    }
+    std::hint::black_box(&strings);
+    ops
 }
