@@ -105,6 +105,8 @@ const CHECKS: [Check; 3] = [
                 "pair_chunks",
                 "--test",
                 "class_usage",
+                "--test",
+                "growth_into_cache",
                 "--target-dir",
                 "target/miri",
             ],
