@@ -681,7 +681,6 @@ pub fn max_mapping(need: usize) -> usize {
 /// block, too, took the lowest of the extents that leave it the fewest bytes).
 fn take_cached(need: usize) -> Option<Cached> {
     let take = os::round_up(need, CHUNK_SIZE).unwrap_or(usize::MAX);
-    let splits = |map_size: usize| map_size >= take.saturating_add(CHUNK_SIZE);
     let mut cache = CACHE.lock();
     let n = cache.len;
     let entries = &cache.entries[..n];
@@ -691,7 +690,12 @@ fn take_cached(need: usize) -> Option<Cached> {
             let e = entries[i];
             if take == CHUNK_SIZE {
                 // What the block would keep: one chunk, or the whole extent.
-                (if splits(e.map_size) { take } else { e.map_size }, e.base)
+                let keeps = if splits(e.map_size, take) {
+                    take
+                } else {
+                    e.map_size
+                };
+                (keeps, e.base)
             } else {
                 (e.map_size, e.base)
             }
@@ -700,15 +704,7 @@ fn take_cached(need: usize) -> Option<Cached> {
         let smaller = (0..n).max_by_key(|&i| entries[i].map_size)?;
         return Some(cache.remove(smaller));
     };
-    let c = cache.entries[i];
-    if !splits(c.map_size) {
-        return Some(cache.remove(i));
-    }
-    cache.cut_front(i, take);
-    Some(Cached {
-        map_size: take,
-        ..c
-    })
+    Some(cache.take_front(i, take))
 }
 
 /// Take the front of the cached extent that starts at `end` (the end of a live block's
@@ -723,17 +719,17 @@ fn take_cached(need: usize) -> Option<Cached> {
 fn take_next_extent(end: usize, want: usize) -> Option<usize> {
     let mut cache = CACHE.lock();
     let i = (0..cache.len).find(|&i| cache.entries[i].base == end)?;
-    let e = cache.entries[i];
     let take = os::round_up(want, CHUNK_SIZE).unwrap_or(usize::MAX);
-    let taken = if e.map_size >= take.saturating_add(CHUNK_SIZE) {
-        cache.cut_front(i, take);
-        take
-    } else {
-        cache.remove(i).map_size
-    };
+    let taken = cache.take_front(i, take).map_size;
     // Under the lock still: nothing else hands these chunks out meanwhile.
     clear_chunk_bits(end, taken);
     Some(taken)
+}
+
+/// Whether a cached extent of `map_size` bytes is split to give `take` (whole chunks):
+/// when a chunk or more would be left.
+fn splits(map_size: usize, take: usize) -> bool {
+    map_size >= take.saturating_add(CHUNK_SIZE)
 }
 
 impl Cache {
@@ -775,10 +771,14 @@ impl Cache {
         tail
     }
 
-    /// Cut `take` bytes (whole chunks, a chunk or more fewer than it holds) off the front
-    /// of entry `i`, for the caller; the rest stays cached, as old as it was, with a free
+    /// Take the first `take` bytes (whole chunks) of entry `i` when a chunk or more would
+    /// be left, else the whole entry. The rest stays cached, as old as it was, with a free
     /// header at its new base.
-    fn cut_front(&mut self, i: usize, take: usize) {
+    fn take_front(&mut self, i: usize, take: usize) -> Cached {
+        let c = self.entries[i];
+        if !splits(c.map_size, take) {
+            return self.remove(i);
+        }
         let rest = &mut self.entries[i];
         rest.base += take;
         rest.map_size -= take;
@@ -787,6 +787,10 @@ impl Cache {
         retain::sub(take);
         // SAFETY: the rest is a cached extent, ours.
         unsafe { write_free_header(rest_base) };
+        Cached {
+            map_size: take,
+            ..c
+        }
     }
 
     /// Take entry `i` out, keeping the others in age order.
