@@ -288,6 +288,10 @@ pub unsafe fn realloc_block(p: *mut c_void, new_size: usize) -> *mut c_void {
         return null_mut();
     }
     let p = p.cast::<u8>();
+    if mode::plain_alloc() && hakmem_core::stays_in_place(p, new_size) {
+        // Nothing to count, check or sample, and the block stays.
+        return p.cast();
+    }
     let checked = mode::checked();
     let sampled = heap_profile::is_sampled(p);
     if sampled || (mode::profiled() && !checked && heap_profile::should_sample(new_size)) {

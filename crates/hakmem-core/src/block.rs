@@ -484,6 +484,25 @@ unsafe fn move_into<const CHECKED: bool>(
     q
 }
 
+/// Whether resizing `p` to `new_size` bytes (C's `realloc`, alignment 16) leaves the
+/// block where it is with nothing to do: `p` starts a small block of the class that
+/// `new_size` takes. Found with the slab map's one load, as `free` finds a block; false
+/// for anything else (null, a large block, a pointer hakmem never handed out), which
+/// `realloc_unsized` classifies in full.
+///
+/// A string grown by appends, each to exactly its new length, stays in its class for
+/// most of them; classifying it by the chunk map and the chunk header, once to tell a
+/// foreign pointer and once more to resize, was 22 % of `c-string-builders`'s samples
+/// (`perf record`: `block::owner` 12.6 %, `realloc_block` 9.1 %); with this,
+/// `realloc_block` is 10.2 % and `owner` 0.6 %.
+#[inline(always)]
+pub fn stays_in_place(p: *const u8, new_size: usize) -> bool {
+    match slab_map::block_start_class(p as usize) {
+        Some(c) => class_for(new_size, MIN_ALIGN) == Some(c),
+        None => false,
+    }
+}
+
 /// Resize a block without knowing its size (C's `realloc`, alignment 16). `p` null
 /// allocates. Plain: in place within a class, into a large mapping past
 /// [`GROW_LARGE_FROM`], in place or `mremap` for large blocks; checked: always
@@ -494,6 +513,9 @@ unsafe fn move_into<const CHECKED: bool>(
 pub unsafe fn realloc_unsized<const CHECKED: bool>(p: *mut u8, new_size: usize) -> *mut u8 {
     if p.is_null() {
         return alloc::<CHECKED>(new_size, MIN_ALIGN);
+    }
+    if !CHECKED && stays_in_place(p, new_size) {
+        return p;
     }
     // The old block's usable bytes, and its class (small) or header (large).
     let (old, block) = match owner(p) {

@@ -66,7 +66,8 @@ mod thread_cache;
 mod tls;
 
 pub use block::{
-    alloc_cached, alloc_cached_aligned, owner, trim, NotFreed, Owner, GROW_LARGE_FROM,
+    alloc_cached, alloc_cached_aligned, owner, stays_in_place, trim, NotFreed, Owner,
+    GROW_LARGE_FROM,
 };
 pub use chunk_map::CHUNK_SIZE;
 pub use config::Profile;

@@ -7,6 +7,7 @@
 #[path = "../../hakmem/tests/common/mod.rs"]
 mod common;
 
+use hakmem_core::stays_in_place;
 use hakmem_core::{alloc, alloc_zeroed, dealloc, owner, realloc, realloc_unsized, usable_size};
 use hakmem_core::{block_size, class_of_size, Class, MAX_SMALL_SIZE};
 use hakmem_core::{Owner, MAX_ALIGN};
@@ -98,6 +99,35 @@ fn blocks_and_their_surroundings_are_classified() {
 /// `Owner::Invalid` is documented as "inside hakmem's memory but not the start of a live
 /// block", and `free` promises to report such a pointer rather than corrupt the heap; a
 /// pointer into the middle of a small block is the commonest case.
+/// `stays_in_place` says yes exactly where `realloc_unsized` keeps the block without a
+/// move: a small block resized within its class; no for the next class, for interior,
+/// large, foreign and null pointers, which `realloc_unsized` classifies in full.
+#[test]
+fn a_resize_within_the_class_stays_in_place() {
+    let p = alloc(100, 16);
+    let usable = usable_size(p);
+    assert!(usable >= 100);
+    // The classes up to 128 B are 16 B apart.
+    for n in [usable - 15, 100, usable] {
+        assert!(stays_in_place(p, n), "{n} of {usable}");
+    }
+    assert!(!stays_in_place(p, usable + 1));
+    assert!(!stays_in_place(p, usable - 16));
+    // SAFETY: only the address is computed, inside the block.
+    assert!(!stays_in_place(unsafe { p.add(16) }, 100));
+    let big = alloc(3 * MIB, 16);
+    assert!(!stays_in_place(big, 3 * MIB));
+    let on_stack = 0u64;
+    assert!(!stays_in_place(&on_stack as *const u64 as *const u8, 8));
+    assert!(!stays_in_place(std::ptr::null(), 8));
+    // SAFETY: live blocks; `realloc_unsized` keeps `p` where `stays_in_place` says so.
+    unsafe {
+        assert_eq!(realloc_unsized(p, usable), p);
+        dealloc(p, usable, 16);
+        dealloc(big, 3 * MIB, 16);
+    }
+}
+
 #[test]
 fn interior_pointers_of_small_blocks_are_not_blocks() {
     for size in [64usize, 4096, 48 * 1024, 300_000, MIB] {
