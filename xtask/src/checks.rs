@@ -88,6 +88,7 @@ const CHECKS: [Check; 3] = [
                 "remote::",
                 "sync::",
                 "config::",
+                "depot::",
                 "superslab::tests::spans",
                 "superslab::tests::span_table",
                 "chunk_map",

@@ -45,14 +45,16 @@ const NO_BATCH: Batch = Batch {
     len: 0,
 };
 
-/// One class's batches.
+/// One class's batches, oldest first.
 ///
 /// Invariant: `batches[..len]` are chains of free blocks of the class, handed to nobody
-/// else, that no thread cache or slab list holds; `bytes` is their total size.
+/// else, that no thread cache or slab list holds; `bytes` is their total size; `low <=
+/// len`, and no batch below `low` was taken since the last [`unused`].
 struct Stack {
     batches: [Batch; DEPTH],
     len: usize,
     bytes: usize,
+    low: usize,
 }
 
 // SAFETY: the blocks on a stack belong to whoever holds its lock.
@@ -64,6 +66,7 @@ static STACKS: PerClass<SpinLock<Stack>> = PerClass(
             batches: [NO_BATCH; DEPTH],
             len: 0,
             bytes: 0,
+            low: 0,
         })
     }; crate::size_class::NUM_CLASSES],
 );
@@ -99,13 +102,50 @@ pub unsafe fn put(c: Class, batch: Batch) -> bool {
 /// The latest batch of class `c`, now the caller's, if there is one.
 pub fn take(c: Class) -> Option<Batch> {
     let mut s = STACKS[c].lock();
-    if s.len == 0 {
-        return None;
-    }
-    s.len -= 1;
-    let b = s.batches[s.len];
+    let b = s.pop()?;
     s.bytes -= b.len as usize * block_size(c);
     Some(b)
+}
+
+/// The oldest batch of class `c` that no thread took since the last call, now the
+/// caller's to give back to its slabs: called until it says none, it takes what stayed
+/// unused over the whole period since the last round, the class's *low-water mark*
+/// (tcmalloc plunders its transfer caches so). A class no thread allocates any more
+/// gives its blocks back within two rounds, and their slabs, emptied, serve every
+/// class; a class in use keeps the margin it dipped into.
+pub fn unused(c: Class) -> Option<Batch> {
+    let mut s = STACKS[c].lock();
+    let b = s.take_unused()?;
+    s.bytes -= b.len as usize * block_size(c);
+    Some(b)
+}
+
+impl Stack {
+    /// The newest batch (for [`take`]); the caller lowers `bytes`.
+    fn pop(&mut self) -> Option<Batch> {
+        if self.len == 0 {
+            return None;
+        }
+        self.len -= 1;
+        self.low = self.low.min(self.len);
+        Some(self.batches[self.len])
+    }
+
+    /// The oldest batch below the low-water mark (for [`unused`]); none when the mark is
+    /// reached, and then the next round's mark starts at what is left. The caller lowers
+    /// `bytes`.
+    fn take_unused(&mut self) -> Option<Batch> {
+        if self.low == 0 {
+            self.low = self.len;
+            return None;
+        }
+        let b = self.batches[0];
+        let len = self.len;
+        self.batches.copy_within(1..len, 0);
+        self.len -= 1;
+        self.low -= 1;
+        Some(b)
+    }
 }
 
 /// Bytes the depot holds in class `c` (for statistics).
@@ -132,5 +172,62 @@ pub(crate) unsafe fn unlock_after_fork() {
     for (_, s) in STACKS.iter() {
         // SAFETY: by the caller.
         unsafe { s.force_unlock() };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stack_of(lens: &[u32]) -> Stack {
+        let mut s = Stack {
+            batches: [NO_BATCH; DEPTH],
+            len: 0,
+            bytes: 0,
+            low: 0,
+        };
+        for &len in lens {
+            s.batches[s.len] = Batch {
+                first: null_mut(),
+                len,
+            };
+            s.len += 1;
+        }
+        s
+    }
+
+    fn unused_lens(s: &mut Stack) -> [u32; DEPTH] {
+        let mut got = [0; DEPTH];
+        let mut i = 0;
+        while let Some(b) = s.take_unused() {
+            got[i] = b.len;
+            i += 1;
+        }
+        got
+    }
+
+    /// A round gives back, oldest first, the batches that stayed below the lowest the
+    /// stack went since the round before; batches put since wait for the next round.
+    #[test]
+    fn a_round_takes_what_stayed_unused_since_the_last() {
+        let mut s = stack_of(&[1, 2, 3]);
+        assert_eq!(
+            unused_lens(&mut s)[0],
+            0,
+            "the first round only sets the mark"
+        );
+        assert_eq!(s.len, 3);
+        assert_eq!(s.pop().map(|b| b.len), Some(3));
+        s.batches[2] = Batch {
+            first: null_mut(),
+            len: 4,
+        };
+        s.len = 3; // a batch put back since
+        assert_eq!(&unused_lens(&mut s)[..3], &[1, 2, 0]);
+        assert_eq!((s.len, s.batches[0].len), (1, 4));
+        // Taken from meanwhile: nothing stayed unused.
+        assert_eq!(s.pop().map(|b| b.len), Some(4));
+        assert_eq!(unused_lens(&mut s)[0], 0);
+        assert_eq!(s.len, 0);
     }
 }

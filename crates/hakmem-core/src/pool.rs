@@ -134,7 +134,7 @@ static ABANDONED: [SpinLock<Stack>; 2] = [SpinLock::new(Stack::new()), SpinLock:
 /// A fresh mapping wanted for small blocks by a large heap (`large_heap`,
 /// [`crate::superslab::huge_pages_pay`]) is advised for huge pages before its header is
 /// written, so that its first 2 MiB can be one too.
-pub fn acquire(wide: bool, large_heap: bool) -> *mut SuperSlab {
+pub fn acquire(wide: bool, huge: bool) -> *mut SuperSlab {
     let mut advised = false;
     let cached = {
         let mut empty = EMPTY.lock();
@@ -154,7 +154,7 @@ pub fn acquire(wide: bool, large_heap: bool) -> *mut SuperSlab {
             return null_mut();
         }
         chunk_map::insert(p as usize);
-        if !wide && large_heap {
+        if huge {
             // SAFETY: the fresh chunk is ours.
             unsafe { os::advise_huge_pages(p, CHUNK_SIZE, true) };
             advised = true;
@@ -259,6 +259,11 @@ pub fn adopt_any() -> *mut SuperSlab {
     } else {
         s
     }
+}
+
+/// Whether [`acquire`] would map a fresh superslab now: the pool holds no empty one.
+pub fn would_map() -> bool {
+    EMPTY.lock().len == 0
 }
 
 /// Number of cached empty superslabs and of abandoned ones.

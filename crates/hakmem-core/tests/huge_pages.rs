@@ -1,7 +1,8 @@
 //! Transparent huge pages, which hakmem asks for in every profile (these tests run in the
 //! default, `fast`): over the whole mapping of a large block of 4 MiB or more, never over
-//! a smaller one, and over superslabs of single slabs once their heap owns 8 MiB of
-//! superslabs, however much the process maps (not over superslabs of spans). The kernel
+//! a smaller one, over superslabs of small blocks once their heap owns 8 MiB of
+//! superslabs, and over those of wide blocks once it has carved 32 MiB of spans for them,
+//! however much the process maps. The kernel
 //! shows the advice as the `hg` flag of the mapping in `/proc/self/smaps`.
 //!
 //! A block under 4 MiB has no advice: the one whole 2 MiB stretch it can cover holds its
@@ -133,6 +134,36 @@ fn superslabs_of_single_slabs_ask_for_huge_pages_once_the_heap_is_large() {
             free(p);
         }
     }
+}
+
+/// Superslabs of wide blocks ask for huge pages once their heap has carved 32 MiB of
+/// spans for wide blocks (`WIDE_HUGE_PAGES_FROM`), not before.
+#[test]
+fn superslabs_of_spans_ask_for_huge_pages_once_the_heap_holds_32_mib_of_spans() {
+    let _alone = alone();
+    std::thread::spawn(|| {
+        // Blocks of 40,000 bytes, three to a span of 128 KiB: 50 MiB of spans.
+        let spans: Vec<*mut u8> = (0..1200).map(|_| alloc(40_000, 16)).collect();
+        assert!(spans.iter().all(|p| !p.is_null()));
+        if advice_visible() {
+            assert!(
+                !advised_huge(spans[0] as usize),
+                "the first superslab of spans is advised"
+            );
+            assert!(
+                advised_huge(*spans.last().unwrap() as usize),
+                "a superslab of spans past 32 MiB of spans is not advised"
+            );
+        }
+        // SAFETY: live blocks, given up.
+        unsafe {
+            for p in spans {
+                free(p);
+            }
+        }
+    })
+    .join()
+    .expect("the thread's checks");
 }
 
 /// A small heap asks for no huge pages however much the process maps: counted over all of
