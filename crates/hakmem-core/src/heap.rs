@@ -417,22 +417,29 @@ impl Heap {
     pub unsafe fn flush(&self, c: Class, first: *mut Block, n: usize) -> *mut Block {
         let me = self.id();
         let mut run = RemoteRun::EMPTY;
+        let span = SuperSlab::span_align_bytes(c);
         let mut p = first;
-        for _ in 0..n {
+        let mut left = n;
+        while left > 0 {
+            // A stretch: the blocks from `p` on that lie in its span ([`Stretch`]).
+            let (head, mut last, mut len) = (p, p, 1u32);
             // SAFETY: `p` is one of the first `n` blocks, ours until given away.
-            let next = unsafe { (*p).next };
-            // SAFETY: a handed-out block lies in a live superslab.
-            let ss = unsafe { &*SuperSlab::of(p as usize) };
-            let meta = ss.meta_of(p as usize, c);
-            if ss.owner() == me {
-                // SAFETY: we own the slab and the block is handed out.
-                unsafe { meta.put(p) };
-                // A superslab given back here has no block left in the chain.
-                let _ = self.after_return(ss, meta);
-            } else {
-                // SAFETY: the block is ours to give away, and of `meta`'s slab.
-                unsafe { run.add(meta, p) };
+            let mut next = unsafe { (*p).next };
+            left -= 1;
+            while left > 0 && (next as usize ^ head as usize) < span {
+                last = next;
+                // SAFETY: as above, the next of the first `n`.
+                next = unsafe { (*next).next };
+                len += 1;
+                left -= 1;
             }
+            let stretch = Stretch {
+                first: head,
+                last,
+                len,
+            };
+            // SAFETY: the stretch's blocks are ours to give back.
+            unsafe { self.give_stretch(c, &stretch, me, &mut run) };
             p = next;
         }
         // SAFETY: the run's blocks are ours to give away.
@@ -443,6 +450,28 @@ impl Heap {
             (run.pushed * block_size(c)) as isize,
         );
         p
+    }
+
+    /// Give back a stretch of a flushed chain of class `c` ([`Stretch`]): onto its slab's
+    /// free list with one update when the slab is ours (then release the slab if that
+    /// emptied it), else into `run`, for the slab's remote list.
+    ///
+    /// # Safety
+    /// The stretch is a chain of blocks of one slab, handed out, that the caller gives up.
+    #[inline(always)]
+    unsafe fn give_stretch(&self, c: Class, s: &Stretch, me: OwnerId, run: &mut RemoteRun) {
+        // SAFETY: a handed-out block lies in a live superslab.
+        let ss = unsafe { &*SuperSlab::of(s.first as usize) };
+        let meta = ss.meta_of(s.first as usize, c);
+        if ss.owner() == me {
+            // SAFETY: we own the slab, and the chain's blocks are handed out.
+            unsafe { meta.put_chain(s.first, s.last, s.len) };
+            // A superslab given back here has no block left in the chain.
+            let _ = self.after_return(ss, meta);
+        } else {
+            // SAFETY: the chain is ours to give away, and of `meta`'s slab.
+            unsafe { run.add(meta, s.first, s.last, s.len) };
+        }
     }
 
     /// After blocks came back to `meta`: release it when empty, else make it findable.
@@ -1011,6 +1040,18 @@ impl Heap {
 
 /// Consecutive blocks of one foreign slab, linked, waiting to be pushed together; and
 /// how many blocks the runs before it pushed.
+/// Consecutive blocks of a chain being flushed that lie in one span: linked to each other
+/// already, so they go back with one update of the slab. A batch freed in the order it
+/// was allocated keeps long stretches of one slab (`c-half-freed`: 36.9M instructions
+/// against 30.9M with stretches, callgrind, 300K operations; mimalloc 3 31.1M;
+/// `c-batch-fwd` and `c-batch-rev` 100K, 18.1M against 16.2M); a batch freed in random
+/// order has stretches of one block (`c-batch-rand` 100K: 21.4M against 21.0M).
+struct Stretch {
+    first: *mut Block,
+    last: *mut Block,
+    len: u32,
+}
+
 struct RemoteRun {
     meta: *const SlabMeta,
     first: *mut Block,
@@ -1028,21 +1069,22 @@ impl RemoteRun {
         pushed: 0,
     };
 
-    /// Add `p`, a block of `meta`'s slab, pushing the run first if it is another slab's.
+    /// Add the chain of `len` blocks of `meta`'s slab from `first` to `last`, pushing the
+    /// run first if it is another slab's.
     ///
     /// # Safety
-    /// The caller gives `p` up; the run's blocks are the caller's.
-    unsafe fn add(&mut self, meta: &SlabMeta, p: *mut Block) {
+    /// The caller gives the chain up; the run's blocks are the caller's.
+    unsafe fn add(&mut self, meta: &SlabMeta, first: *mut Block, last: *mut Block, len: u32) {
         if !core::ptr::eq(self.meta, meta) {
             // SAFETY: by the caller.
             unsafe { self.push() };
             self.meta = meta;
-            self.last = p;
+            self.last = last;
         }
-        // SAFETY: the block is ours; link it at the head of the run.
-        unsafe { (*p).next = self.first };
-        self.first = p;
-        self.len += 1;
+        // SAFETY: the chain is ours; link it at the head of the run.
+        unsafe { (*last).next = self.first };
+        self.first = first;
+        self.len += len;
     }
 
     /// Give the run to its slab (`SuperSlab::push_remote`; nothing if the run is empty).

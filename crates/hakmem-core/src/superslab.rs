@@ -499,6 +499,14 @@ impl SuperSlab {
         &self.slabs[i & !(SPAN_ALIGN[c] as usize - 1)]
     }
 
+    /// The alignment of the spans of class `c`, in bytes: a power of two, so that two
+    /// blocks `a` and `b` of the class lie in the same span iff `a ^ b` is below it
+    /// (spans start at a multiple of it and never cross a superslab).
+    #[inline(always)]
+    pub fn span_align_bytes(c: Class) -> usize {
+        SPAN_ALIGN[c] as usize * SLAB_SIZE
+    }
+
     /// Metadata of the span starting at slab `i`.
     pub fn meta(&self, i: usize) -> &SlabMeta {
         &self.slabs[i]
@@ -662,17 +670,18 @@ impl SlabMeta {
         (bump as *mut Block, k)
     }
 
-    /// Put back one block that the owner holds.
+    /// Put back a chain of `len` blocks that the owner holds, linked from `first` to
+    /// `last`, in front of the free list.
     ///
     /// # Safety
-    /// The caller owns the slab and `b` is a block of it that is handed out.
+    /// The caller owns the slab, and the chain's blocks are blocks of it, handed out.
     #[inline]
-    pub unsafe fn put(&self, b: *mut Block) {
-        // SAFETY: the block is the caller's to give up.
-        unsafe { (*b).next = self.free.get() };
-        self.free.set(b);
-        self.free_len.set(self.free_len.get() + 1);
-        self.used.set(self.used.get() - 1);
+    pub unsafe fn put_chain(&self, first: *mut Block, last: *mut Block, len: u32) {
+        // SAFETY: the chain is the caller's to give up.
+        unsafe { (*last).next = self.free.get() };
+        self.free.set(first);
+        self.free_len.set(self.free_len.get() + len);
+        self.used.set(self.used.get() - len);
     }
 
     /// Move the remote list onto the free list (the owner's side of the remote-free
@@ -795,7 +804,7 @@ mod tests {
                 let mut p = chain;
                 while !p.is_null() {
                     let next = (*p).next;
-                    meta.put(p);
+                    meta.put_chain(p, p, 1);
                     p = next;
                 }
             };
