@@ -5,23 +5,17 @@
 //! process allocates from hakmem while it measures (the harness uses the system
 //! allocator).
 
-use hakmem_core::{alloc, class_for, class_usage, dealloc, trim, ClassUsage};
+mod usage;
+
+use hakmem_core::{alloc, dealloc, trim, ClassUsage};
 use std::sync::mpsc;
+use usage::assert_adds_up;
 
 const SIZE: usize = 100;
 const N: usize = 10_000;
 
 fn usage_of_class() -> ClassUsage {
-    class_usage()[class_for(SIZE, 16).unwrap().index()]
-}
-
-/// The fields after `slabs` add up to it (nothing runs meanwhile).
-fn assert_adds_up(u: &ClassUsage) {
-    assert_eq!(
-        u.live + u.thread_caches + u.depot + u.remote + u.free_in_slabs + u.uncarved,
-        u.slabs,
-        "{u:?}"
-    );
+    usage::of(SIZE)
 }
 
 #[test]

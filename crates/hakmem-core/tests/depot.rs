@@ -5,7 +5,9 @@
 //! The counters are process-wide, so this binary holds one test: nothing else in the
 //! process allocates from hakmem while it runs (the harness uses the system allocator).
 
-use hakmem_core::{alloc, class_for, class_usage, dealloc, trim, ClassUsage};
+mod usage;
+
+use hakmem_core::{alloc, dealloc, trim};
 use std::collections::HashSet;
 use std::sync::mpsc;
 
@@ -13,19 +15,11 @@ use std::sync::mpsc;
 const SIZE: usize = 3000;
 const N: usize = 200;
 
-fn usage() -> ClassUsage {
-    class_usage()[class_for(SIZE, 16).unwrap().index()]
-}
-
 /// The depot's blocks are counted once: the fields after `slabs` add up to it (nothing
 /// runs meanwhile).
 fn depot_bytes() -> usize {
-    let u = usage();
-    assert_eq!(
-        u.live + u.thread_caches + u.depot + u.remote + u.free_in_slabs + u.uncarved,
-        u.slabs,
-        "{u:?}"
-    );
+    let u = usage::of(SIZE);
+    usage::assert_adds_up(&u);
     u.depot
 }
 

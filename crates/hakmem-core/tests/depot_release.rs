@@ -8,7 +8,9 @@
 //! The counters are process-wide, so this binary holds one test: nothing else in the
 //! process allocates from hakmem while it runs (the harness uses the system allocator).
 
-use hakmem_core::{alloc, block_size, class_for, class_usage, dealloc};
+mod usage;
+
+use hakmem_core::{alloc, block_size, class_for, dealloc};
 
 /// Blocks over 1 KiB go through the depot.
 const SIZE: usize = 3000;
@@ -20,11 +22,11 @@ const OTHER: usize = 64;
 const MEDIUM: usize = 1 << 20;
 
 fn depot_bytes(size: usize) -> usize {
-    class_usage()[class_for(size, 16).unwrap().index()].depot
+    usage::of(size).depot
 }
 
 fn cached_bytes(size: usize) -> usize {
-    class_usage()[class_for(size, 16).unwrap().index()].thread_caches
+    usage::of(size).thread_caches
 }
 
 /// Allocate `n` blocks of `size` and free them, in that order.

@@ -8,22 +8,17 @@
 //! process allocates from hakmem while it measures (the harness uses the system
 //! allocator).
 
-use hakmem_core::{alloc, class_for, class_usage, dealloc, trim, ClassUsage};
+mod usage;
+
+use hakmem_core::{alloc, dealloc, trim};
+use usage::assert_adds_up;
 
 const SIZE: usize = 48;
 /// About four slabs of 48-byte blocks (1365 to a 64 KiB slab).
 const N: usize = 5_000;
 
-fn usage() -> ClassUsage {
-    class_usage()[class_for(SIZE, 16).unwrap().index()]
-}
-
-fn assert_adds_up(u: &ClassUsage) {
-    assert_eq!(
-        u.live + u.thread_caches + u.depot + u.remote + u.free_in_slabs + u.uncarved,
-        u.slabs,
-        "{u:?}"
-    );
+fn usage() -> hakmem_core::ClassUsage {
+    usage::of(SIZE)
 }
 
 fn free_all(blocks: impl IntoIterator<Item = *mut u8>) {

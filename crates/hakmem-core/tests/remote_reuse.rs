@@ -6,8 +6,10 @@
 //! The counters are process-wide, so this binary holds one test (the harness uses the
 //! system allocator).
 
+mod usage;
+
 use hakmem_core::testing::SLAB_SIZE;
-use hakmem_core::{alloc, class_for, class_usage, dealloc, ClassUsage};
+use hakmem_core::{alloc, dealloc, ClassUsage};
 use std::collections::HashSet;
 use std::sync::mpsc;
 
@@ -17,7 +19,7 @@ const SIZE: usize = 256;
 const N: usize = 1_920;
 
 fn usage_of_class() -> ClassUsage {
-    class_usage()[class_for(SIZE, 16).unwrap().index()]
+    usage::of(SIZE)
 }
 
 /// The first block of each slab, kept so that no slab empties (an empty slab is released
