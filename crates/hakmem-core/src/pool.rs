@@ -131,9 +131,10 @@ static ABANDONED: [SpinLock<Stack>; 2] = [SpinLock::new(Stack::new()), SpinLock:
 /// alternated runs of `LD_PRELOAD=target/release/libhakmem.so target/bench/c-workloads
 /// c-mid-large`).
 ///
-/// A fresh mapping wanted for small blocks by a large heap (`large_heap`,
-/// [`crate::superslab::huge_pages_pay`]) is advised for huge pages before its header is
-/// written, so that its first 2 MiB can be one too.
+/// A fresh mapping the caller wants huge pages for (`huge`, the heap's choice:
+/// [`crate::superslab::huge_pages_pay`], [`crate::superslab::wide_huge_pages_pay`]) is
+/// advised for them before its header is written, so that its first 2 MiB can be one
+/// too.
 pub fn acquire(wide: bool, huge: bool) -> *mut SuperSlab {
     let mut advised = false;
     let cached = {

@@ -205,10 +205,12 @@ pub fn huge_pages_pay(owned: usize) -> bool {
 /// that few of them hold (`c-wide-churn`, a thousand slots of 16 B..32 KiB, owns 32 MiB
 /// of which 15 are resident, and huge pages made its peak 16.0 MiB against 14.6). A
 /// thousand strings grown to 64 KiB at once by appends (`c-string-builders`) fault in
-/// 62 MiB of wide blocks a page at a time without them: 18.5K faults against 2.0K, and
-/// 1.39x the time (5 alternated runs). What huge pages cost is the bytes of a span a
-/// program never touches: `c-live-growth`, whose blocks of up to 64 KiB are written at
-/// both ends only, peaks at 234 MiB against 220.
+/// 62 MiB of wide blocks a page at a time without them: 18.5K faults and 1.39x the time
+/// with huge pages from the heap's first 32 MiB of superslabs on (2.0K faults), 5.5K
+/// faults counted in spans as here (5 alternated runs each). What huge pages cost is the
+/// bytes of a span a program never touches: counted in superslabs, `c-live-growth`,
+/// whose blocks of up to 64 KiB are written at both ends only, peaked at 234 MiB against
+/// 220.
 pub const WIDE_HUGE_PAGES_FROM: usize = 32 << 20;
 
 /// Whether a heap whose spans of wide blocks hold `wide_spans` bytes asks for huge pages
@@ -380,9 +382,9 @@ impl SuperSlab {
     }
 
     /// Carve a span for class `c` out of the free slabs ([`SuperSlab::fit`] says how);
-    /// null if there is no room. An empty superslab takes the kind of `c`, and huge pages
-    /// when it is for small blocks and `large_heap` says the carving heap is large enough
-    /// ([`huge_pages_pay`]).
+    /// null if there is no room. An empty superslab takes the kind of `c`, and asks for
+    /// huge pages when `huge` says so (the carving heap's choice, [`huge_pages_pay`] and
+    /// [`wide_huge_pages_pay`]), for none otherwise.
     ///
     /// # Safety
     /// The caller owns this superslab (or holds it alone, fresh from the pool).
