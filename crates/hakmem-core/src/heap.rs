@@ -721,6 +721,15 @@ impl Heap {
         }
     }
 
+    /// Whether the block `b` lies in one of our superslabs.
+    ///
+    /// # Safety
+    /// `b` is a block of a live slab (handed out, or in the caller's cache).
+    pub unsafe fn owns(&self, b: *const Block) -> bool {
+        // SAFETY: by the caller, the block's superslab is live.
+        unsafe { (*SuperSlab::of(b as usize)).owner() == self.id() }
+    }
+
     /// This heap's id as the owner of its superslabs.
     #[inline(always)]
     fn id(&self) -> OwnerId {
