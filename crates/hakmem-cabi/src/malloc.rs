@@ -14,11 +14,15 @@
 //! - With `HAKMEM_CHECK=1` ([`crate::mode`]) every block is allocated, freed, resized and
 //!   measured by [`hakmem_core::Checked`] (the same path with its checks on): double frees, interior pointers, writes past
 //!   the usable size and (unlike the unchecked mode) pointers hakmem never handed out are
-//!   reported and the process aborts. Every entry point takes its fast path only when
-//!   [`mode::plain`] says that neither checks nor counting are on.
-//! - `free` is one call of [`hakmem_core::free_or_else`], which classifies the pointer
-//!   once and frees it; only what it hands back (a foreign pointer, a sampled block, a
-//!   misuse) is dealt with here.
+//!   reported and the process aborts. Every allocating entry point takes its fast path
+//!   only when [`mode::plain`] says that neither checks nor counting are on; `free`
+//!   needs no such test, since turning either on turns its fast path off
+//!   ([`hakmem_core::stop_free_cached`]).
+//! - `free` is [`hakmem_core::free_cached`], the slab map's one load and the push on the
+//!   thread's cache; anything else goes to `free_missed`, and in plain mode to
+//!   [`hakmem_core::free_or_else`], which classifies the pointer once and frees it. Only
+//!   what that hands back (a foreign pointer, a sampled block, a misuse) is dealt with
+//!   here.
 
 use crate::{errno, foreign, mode, stats};
 use core::ffi::{c_int, c_void};
@@ -138,23 +142,30 @@ pub fn alloc_array_zeroed(n: usize, size: usize) -> *mut c_void {
 #[inline(always)]
 pub unsafe fn free_block(p: *mut c_void) {
     let p = p.cast::<u8>();
-    if mode::plain_free() {
-        // The fast path: no checks, no statistics. hakmem-core keeps `errno` on every
-        // path of its free that may make a system call.
-        // SAFETY: by the caller; what is no live block comes back to `not_freed`.
-        return unsafe { hakmem_core::free_or_else(p, not_freed) };
+    // The fast path, in plain mode only (checks and counting turn it off).
+    // SAFETY: by the caller; anything but a live small block is left alone.
+    if unsafe { hakmem_core::free_cached(p) } {
+        return;
     }
     // SAFETY: by the caller.
-    unsafe { free_in_mode(p) }
+    unsafe { free_missed(p) }
 }
 
-/// [`free_block`] when checked mode or counting is on (or the mode is undecided).
+/// [`free_block`] for what its fast path left: in plain mode the full classification
+/// (large blocks, null, foreign pointers, misuse); with checks or counting on (or the
+/// mode undecided) every pointer, counted, and freed by [`Checked`] in checked mode.
 ///
 /// # Safety
 /// As for [`free_block`].
 #[cold]
 #[inline(never)]
-unsafe fn free_in_mode(p: *mut u8) {
+unsafe fn free_missed(p: *mut u8) {
+    if mode::plain_free() {
+        // No checks, no statistics. hakmem-core keeps `errno` on every path of its free
+        // that may make a system call.
+        // SAFETY: by the caller; what is no live block comes back to `not_freed`.
+        return unsafe { hakmem_core::free_or_else(p, not_freed) };
+    }
     if p.is_null() {
         return;
     }
@@ -199,25 +210,31 @@ fn not_freed(p: *mut u8, why: NotFreed) {
 /// As for [`free_block`]; a hakmem block was allocated with this `size` and `align`.
 #[inline(always)]
 pub unsafe fn free_sized_block(p: *mut c_void, size: usize, align: usize) {
-    if mode::plain_free() {
-        #[cfg(debug_assertions)]
-        if hakmem_core::in_heap(p.cast()) {
-            check_stated_size(p.cast(), size, align);
-        }
-        // SAFETY: by the caller; what is no live block comes back to `not_freed`.
-        return unsafe { hakmem_core::free_or_else(p.cast(), not_freed) };
+    #[cfg(debug_assertions)]
+    if mode::plain_free() && hakmem_core::in_heap(p.cast()) {
+        check_stated_size(p.cast(), size, align);
+    }
+    // As in `free_block`.
+    // SAFETY: by the caller; anything but a live small block is left alone.
+    if unsafe { hakmem_core::free_cached(p.cast()) } {
+        return;
     }
     // SAFETY: by the caller.
-    unsafe { free_sized_not_plain(p, size, align) }
+    unsafe { free_sized_missed(p, size, align) }
 }
 
-/// [`free_sized_block`] when checked mode or counting is on (or the mode is undecided).
+/// [`free_sized_block`] for what its fast path left, as [`free_missed`]; with checks on,
+/// the stated size is checked against the block.
 ///
 /// # Safety
 /// As for [`free_sized_block`].
 #[cold]
 #[inline(never)]
-unsafe fn free_sized_not_plain(p: *mut c_void, size: usize, align: usize) {
+unsafe fn free_sized_missed(p: *mut c_void, size: usize, align: usize) {
+    if mode::plain_free() {
+        // SAFETY: by the caller; what is no live block comes back to `not_freed`.
+        return unsafe { hakmem_core::free_or_else(p.cast(), not_freed) };
+    }
     if p.is_null() {
         return;
     }

@@ -1,6 +1,8 @@
 //! What the malloc family does besides allocating: checks (`HAKMEM_CHECK=1`) and counting
-//! (`HAKMEM_STATS=1`), in one byte, so that the fast paths pay one load and one
-//! predictable branch for both ([`plain`]: the byte is zero).
+//! (`HAKMEM_STATS=1`), in one byte, so that the allocating fast paths pay one load and
+//! one predictable branch for both ([`plain`]: the byte is zero). `free`'s fast path pays
+//! nothing: turning either on turns it off for good ([`hakmem_core::stop_free_cached`]),
+//! before the byte says so, and what it leaves tests the byte.
 //!
 //! Checked mode ([`hakmem_core::Checked`]) lays blocks out differently (a canary at the
 //! end of each small block, a freed marker in its second word), so a block must be freed
@@ -43,8 +45,8 @@ pub fn plain_alloc() -> bool {
     none_of::<0xFF>()
 }
 
-/// The fast path of `free` may be taken: the mode is decided, unchecked, uncounted
-/// (heap profiling or not).
+/// `free` may take the plain path: the mode is decided, unchecked, uncounted (heap
+/// profiling or not).
 #[inline(always)]
 pub fn plain_free() -> bool {
     none_of::<{ !PROFILED }>()
@@ -109,6 +111,7 @@ pub fn counted() -> bool {
 
 /// Start counting.
 pub fn count() {
+    hakmem_core::stop_free_cached();
     MODE.fetch_or(COUNTED, Relaxed);
 }
 
@@ -121,6 +124,8 @@ pub fn decide() -> u8 {
         return m;
     }
     let check = if crate::env::flag(c"HAKMEM_CHECK") {
+        // Before any block is handed out checked, `free` stops taking them for plain.
+        hakmem_core::stop_free_cached();
         CHECKED
     } else {
         0

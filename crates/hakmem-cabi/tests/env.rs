@@ -47,13 +47,7 @@ fn stats_summary_at_exit() {
     ] {
         assert!(err.contains(needle), "{needle:?} missing from:\n{err}");
     }
-    let calls: usize = err
-        .lines()
-        .find_map(|l| l.split("calls      ").nth(1))
-        .and_then(|rest| rest.split_whitespace().next())
-        .and_then(|n| n.parse().ok())
-        .expect("a count of calls");
-    assert!(calls > 0, "{err}");
+    assert!(summary_number(&err, "calls      ") > 0, "{err}");
     // The census: `ls` made small blocks, so a superslab is mapped and partly resident.
     let superslabs: Vec<usize> = err
         .lines()
@@ -69,6 +63,27 @@ fn stats_summary_at_exit() {
         superslabs.len() == 2 && 0 < superslabs[0] && superslabs[0] <= superslabs[1],
         "{err}"
     );
+}
+
+/// The number after `label` on the summary line that has it.
+fn summary_number(err: &str, label: &str) -> usize {
+    err.lines()
+        .find_map(|l| l.split(label).nth(1))
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no {label:?} in:\n{err}"))
+}
+
+/// Counting sees every free, those `free`'s fast path would take too: turning counting
+/// on turns that path off (`hakmem_core::stop_free_cached`). Were the 10000 frees of
+/// 64-byte blocks not seen, 640000 bytes would still be in use at exit.
+#[test]
+fn stats_count_every_free() {
+    let o = output(command(build_c("counted.c"), true).env("HAKMEM_STATS", "1"));
+    assert_success(&o, "counted with HAKMEM_STATS=1");
+    let err = text(&o.stderr);
+    assert!(summary_number(&err, "calls      ") >= 20_000, "{err}");
+    assert!(summary_number(&err, "in use     ") < 64 * 1000, "{err}");
 }
 
 #[test]

@@ -267,15 +267,33 @@ pub unsafe fn free_or_else<const CHECKED: bool, F: FnOnce(*mut u8, NotFreed)>(
     p: *mut u8,
     not_freed: F,
 ) {
-    if !CHECKED {
-        if let Some(c) = slab_map::block_start_class(p as usize) {
-            // SAFETY: `p` starts a block of class `c` in a carved span (the slab map's
-            // invariant), a live block by the caller.
-            return unsafe { free_small::<false>(p, c) };
-        }
+    // SAFETY: by the caller.
+    if !CHECKED && unsafe { free_cached(p) } {
+        return;
     }
     // SAFETY: by the caller.
     unsafe { free_classified::<CHECKED, F>(p, not_freed) }
+}
+
+/// The fast path of [`crate::free_or_else`] alone, for a front end with its own slow
+/// path (C's `free`): when the slab map knows `p` as the start of a small block, the
+/// block goes to the thread's cache and this returns true; false for anything else, `p`
+/// untouched (null, a large block, a pointer hakmem never handed out, misuse; and every
+/// pointer once [`crate::stop_free_cached`] ran), which `free_or_else` then classifies
+/// in full.
+///
+/// # Safety
+/// `p` is null, a live block of this allocator (allocated unchecked) that the caller
+/// gives up, or any other pointer, which is left alone.
+#[inline(always)]
+pub unsafe fn free_cached(p: *mut u8) -> bool {
+    let Some(c) = slab_map::block_start_class(p as usize) else {
+        return false;
+    };
+    // SAFETY: `p` starts a block of class `c` in a carved span (the slab map's
+    // invariant), a live block by the caller.
+    unsafe { free_small::<false>(p, c) };
+    true
 }
 
 /// [`free_or_else`] by the chunk map and the chunk header: every block when `CHECKED`,

@@ -420,8 +420,9 @@ impl Heap {
         let mut p = first;
         let mut left = n;
         while left > 0 {
-            // A stretch: the blocks from `p` on that lie in its span ([`Stretch`]).
-            let (head, mut last, mut len) = (p, p, 1u32);
+            // A stretch: the blocks from `p` on that lie in its span ([`Stretch`]). Its
+            // length is counted from `left` afterwards, one instruction less a block.
+            let (head, mut last, before) = (p, p, left);
             // SAFETY: `p` is one of the first `n` blocks, ours until given away.
             let mut next = unsafe { (*p).next };
             left -= 1;
@@ -429,13 +430,12 @@ impl Heap {
                 last = next;
                 // SAFETY: as above, the next of the first `n`.
                 next = unsafe { (*next).next };
-                len += 1;
                 left -= 1;
             }
             let stretch = Stretch {
                 first: head,
                 last,
-                len,
+                len: (before - left) as u32,
             };
             // SAFETY: the stretch's blocks are ours to give back.
             unsafe { self.give_stretch(c, &stretch, me, &mut run) };

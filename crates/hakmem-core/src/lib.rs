@@ -6,7 +6,7 @@
 //! |---|---|
 //! | allocate | [`alloc`], [`alloc_zeroed`], [`alloc_cached`], [`alloc_cached_aligned`] (the fast path alone, for a front end with its own slow path) |
 //! | free with the request known (Rust) | [`dealloc`] |
-//! | free without a size (C) | [`free`] (misuse reported), [`free_or_else`] (classifies once; what is no live block goes to the caller's callback) |
+//! | free without a size (C) | [`free`] (misuse reported), [`free_or_else`] (classifies once; what is no live block goes to the caller's callback), [`free_cached`] (the fast path alone; [`stop_free_cached`] turns it off for good) |
 //! | resize | [`realloc`] (request known), [`realloc_unsized`] (C) |
 //! | usable size, classify | [`usable_size`], [`owner`] / [`Owner`], [`in_heap`]; size classes: [`class_for`], [`class_of_size`], [`block_size`], [`Class`], [`NUM_CLASSES`], [`MIN_ALIGN`], [`MAX_SMALL_SIZE`], [`MAX_ALIGN`], [`CHUNK_SIZE`] |
 //! | trim | [`trim`] |
@@ -66,7 +66,7 @@ mod thread_cache;
 mod tls;
 
 pub use block::{
-    alloc_cached, alloc_cached_aligned, owner, stays_in_place, trim, NotFreed, Owner,
+    alloc_cached, alloc_cached_aligned, free_cached, owner, stays_in_place, trim, NotFreed, Owner,
     GROW_LARGE_FROM,
 };
 pub use chunk_map::CHUNK_SIZE;
@@ -154,6 +154,14 @@ pub unsafe fn free(p: *mut u8) {
 pub unsafe fn free_or_else<F: FnOnce(*mut u8, NotFreed)>(p: *mut u8, not_freed: F) {
     // SAFETY: by the caller.
     unsafe { block::free_or_else::<false, F>(p, not_freed) }
+}
+
+/// From now on, for the life of the process, [`free_cached`] frees nothing and
+/// [`stays_in_place`] says no: every free is classified in full, for a front end that
+/// must see each one (checked mode, counting). A free that runs while this does may
+/// still take the fast path.
+pub fn stop_free_cached() {
+    slab_map::close();
 }
 
 /// Bytes usable in the block at `p` (0 for null or a pointer that is not a live block).

@@ -10,7 +10,9 @@
 //! writable the first time a span in the 256 MiB it covers is carved, so a process
 //! with a few GiB of slabs in one place writes a few pages of it. Where the reservation
 //! fails (an address-space limit, Miri), every lookup misses and `free` takes the slow
-//! path: slower, never wrong.
+//! path: slower, never wrong. A front end that must see every free closes the map to
+//! lookups for good ([`close`]): `libhakmem.so` in checked mode or counting, which so
+//! needs no test of its mode on `free`'s fast path.
 //!
 //! Invariant: the byte of slab `i` is nonzero only while slab `i` lies in a span carved
 //! for class `byte - 1` in a mapped superslab; the byte is a mirror of the slab's
@@ -37,11 +39,17 @@ const PAGES: usize = SLABS / PER_PAGE;
 /// and the listings in docs/ARCHITECTURE.md would name a neighbour).
 static ZERO: AtomicU64 = AtomicU64::new(0);
 /// The map's base address once reserved, [`ZERO`]'s before (so that byte 0 of the map is
-/// always readable, and 0); written before [`LIMIT`].
+/// always readable, and 0); written before [`RESERVED`] and [`LIMIT`].
 static MAP: AtomicPtr<u8> = AtomicPtr::new(core::ptr::addr_of!(ZERO).cast::<u8>().cast_mut());
-/// How many slabs the map covers: 0 until the map is reserved, then [`SLABS`]. Read
-/// before [`MAP`] and with Acquire, so that a lookup that sees it nonzero sees the map.
+/// How many slabs the map covers: 0 until the map is reserved, then [`SLABS`]; what
+/// [`set_span`] and [`clear_span`] may write. Read before [`MAP`] and with Acquire.
+static RESERVED: AtomicUsize = AtomicUsize::new(0);
+/// How many slabs a lookup may read: [`RESERVED`]'s value while the map is open, 0 once
+/// [`close`]d (and 0 until reserved). Read before [`MAP`] and with Acquire, so that a
+/// lookup that sees it nonzero sees the map.
 static LIMIT: AtomicUsize = AtomicUsize::new(0);
+/// Set for good by [`close`].
+static CLOSED: AtomicU8 = AtomicU8::new(0);
 /// Whether the reservation was tried (by one caller of [`init`]).
 static TRIED: AtomicU8 = AtomicU8::new(0);
 /// One bit per page of the map: made writable.
@@ -63,7 +71,23 @@ pub fn init() {
         return;
     }
     MAP.store(base, Ordering::Relaxed);
-    LIMIT.store(SLABS, Ordering::Release);
+    RESERVED.store(SLABS, Ordering::Release);
+    LIMIT.store(SLABS, Ordering::SeqCst);
+    if CLOSED.load(Ordering::SeqCst) != 0 {
+        LIMIT.store(0, Ordering::SeqCst);
+    }
+}
+
+/// Make every later lookup miss, for good, as if the map could not be reserved: `free`
+/// and `realloc` then classify every pointer by the chunk map, for a front end that must
+/// see every free (checked mode, counting). The bytes are still kept, unread.
+///
+/// Whatever order this and [`init`] run in, [`LIMIT`] ends at 0: `init` stores the
+/// limit before it reads [`CLOSED`], this stores the flag before the limit, all four
+/// sequentially consistent. A lookup that runs while both do may still read the map.
+pub fn close() {
+    CLOSED.store(1, Ordering::SeqCst);
+    LIMIT.store(0, Ordering::SeqCst);
 }
 
 /// The class of the block that starts at `addr`, if the map knows the slab of `addr` and
@@ -129,7 +153,7 @@ fn lookup(i: usize) -> usize {
 /// all (not reserved).
 #[inline]
 fn bytes(i: usize, n: usize) -> Option<&'static [AtomicU8]> {
-    if i + n > LIMIT.load(Ordering::Acquire) {
+    if i + n > RESERVED.load(Ordering::Acquire) {
         return None;
     }
     // SAFETY: as in `block_start_class`: the map covers them, lives as long as the
@@ -193,7 +217,7 @@ pub fn clear_chunk(base: usize, chunk_size: usize) {
 /// Whether the map is reserved, for tests.
 #[cfg(test)]
 fn reserved() -> bool {
-    LIMIT.load(Ordering::Acquire) != 0
+    RESERVED.load(Ordering::Acquire) != 0
 }
 
 #[cfg(test)]
