@@ -67,6 +67,9 @@ pub struct Policy {
     pub background_return: bool,
     /// Freed large mappings kept, at most (also bounded by the bytes above).
     pub large_cache_entries: usize,
+    /// The bytes of spans of wide blocks a heap must have carved before the superslabs of
+    /// wide blocks it takes ask for huge pages (`superslab::wide_huge_pages_pay`).
+    pub wide_huge_pages_from: usize,
 }
 
 const FAST: Policy = Policy {
@@ -93,6 +96,13 @@ const FAST: Policy = Policy {
     retain_ms: 5_000,
     background_return: false,
     large_cache_entries: 64,
+    // A thousand strings grown by appends to 64 KiB at once (`c-string-builders`) fault
+    // in their first wide spans a page at a time: 5.5K faults and 1.09x mimalloc 3's time
+    // from 32 MiB, 2.5K and 1.02x from 16 MiB, 1.5K and 0.98x from 8 MiB (7 alternated
+    // runs, warmed). The cost is the untouched bytes of huge pages: `c-wide-churn` (a
+    // thousand slots of 16 B..32 KiB) peaked at 14.6, 19.8 and 24.9 MiB, against
+    // tcmalloc's 19.9 in the last full run; `c-mid-large` at 5.5, 6.8 and 6.2.
+    wide_huge_pages_from: 16 << 20,
 };
 
 static POLICIES: [Policy; 3] = [
@@ -132,6 +142,9 @@ static POLICIES: [Policy; 3] = [
         // 0.94x and 1.02x, 2.7 and 2.8 MiB lower (7 and 9 alternated runs, warmed); large,
         // c-big-buffers and c-big-zeroed the same.
         large_cache_entries: 32,
+        // Lean keeps the pages a program does not touch: `c-wide-churn` 14.6 MiB at
+        // fast's 19.8 (see FAST).
+        wide_huge_pages_from: 32 << 20,
         ..FAST
     },
 ];

@@ -198,25 +198,23 @@ pub fn huge_pages_pay(owned: usize) -> bool {
     owned.saturating_mul(CHUNK_SIZE) >= HUGE_PAGES_FROM
 }
 
-/// The bytes of spans a heap has carved for wide blocks ([`is_wide_class`]), from which
-/// it asks for huge pages for the superslabs of wide blocks it takes next.
+/// Whether a heap whose spans of wide blocks ([`is_wide_class`]) hold `wide_spans` bytes
+/// asks for huge pages for the superslabs of wide blocks it takes next: from the
+/// profile's `wide_huge_pages_from` on (16 MiB, 32 in lean; `config.rs` has what each
+/// costs and gives).
 ///
 /// Counted in spans, not in superslabs: a heap of wide blocks may own many superslabs
 /// that few of them hold (`c-wide-churn`, a thousand slots of 16 B..32 KiB, owns 32 MiB
-/// of which 15 are resident, and huge pages made its peak 16.0 MiB against 14.6). A
-/// thousand strings grown to 64 KiB at once by appends (`c-string-builders`) fault in
-/// 62 MiB of wide blocks a page at a time without them: 18.5K faults and 1.39x the time
-/// with huge pages from the heap's first 32 MiB of superslabs on (2.0K faults), 5.5K
-/// faults counted in spans as here (5 alternated runs each). What huge pages cost is the
-/// bytes of a span a program never touches: counted in superslabs, `c-live-growth`,
-/// whose blocks of up to 64 KiB are written at both ends only, peaked at 234 MiB against
-/// 220.
-pub const WIDE_HUGE_PAGES_FROM: usize = 32 << 20;
-
-/// Whether a heap whose spans of wide blocks hold `wide_spans` bytes asks for huge pages
-/// for the superslabs of wide blocks it takes ([`WIDE_HUGE_PAGES_FROM`]).
+/// of which 15 are resident, and huge pages from its first 32 MiB of superslabs made
+/// its peak 16.0 MiB against 14.6). A thousand strings grown to 64 KiB at once by
+/// appends (`c-string-builders`) fault in 62 MiB of wide blocks a page at a time
+/// without them: 18.5K faults and 1.39x the time with huge pages from the heap's first
+/// 32 MiB of superslabs on (2.0K faults), 5.5K faults counted in spans from 32 MiB (5
+/// alternated runs each). What huge pages cost is the bytes of a span a program never
+/// touches: counted in superslabs, `c-live-growth`, whose blocks of up to 64 KiB are
+/// written at both ends only, peaked at 234 MiB against 220.
 pub fn wide_huge_pages_pay(wide_spans: usize) -> bool {
-    wide_spans >= WIDE_HUGE_PAGES_FROM
+    wide_spans >= crate::config::current().wide_huge_pages_from
 }
 
 /// Transparent huge pages asked for a superslab's mapping ([`crate::os::advise_huge_pages`]).

@@ -1,15 +1,16 @@
 //! Transparent huge pages, which hakmem asks for in every profile (these tests run in the
 //! default, `fast`): over the whole mapping of a large block of 4 MiB or more, never over
 //! a smaller one, over superslabs of small blocks once their heap owns 8 MiB of
-//! superslabs, and over those of wide blocks once it has carved 32 MiB of spans for them,
-//! however much the process maps. The kernel
+//! superslabs, and over those of wide blocks once it has carved the profile's
+//! `wide_huge_pages_from` of spans for them (16 MiB; 32 in lean), however much the
+//! process maps. The kernel
 //! shows the advice as the `hg` flag of the mapping in `/proc/self/smaps`.
 //!
 //! A block under 4 MiB has no advice: the one whole 2 MiB stretch it can cover holds its
 //! header, so only `khugepaged` would ever make it a huge page, 2 MiB resident for a block
 //! the program may touch at its ends only.
 
-use hakmem_core::{alloc, free, realloc, trim};
+use hakmem_core::{alloc, free, realloc, set_profile, trim, Profile};
 use std::sync::{Mutex, MutexGuard};
 
 const MIB: usize = 1 << 20;
@@ -136,34 +137,48 @@ fn superslabs_of_single_slabs_ask_for_huge_pages_once_the_heap_is_large() {
     }
 }
 
-/// Superslabs of wide blocks ask for huge pages once their heap has carved 32 MiB of
-/// spans for wide blocks (`WIDE_HUGE_PAGES_FROM`), not before.
+/// Superslabs of wide blocks ask for huge pages once their heap has carved the profile's
+/// `wide_huge_pages_from` of spans for wide blocks (16 MiB; 32 in lean), not before.
 #[test]
-fn superslabs_of_spans_ask_for_huge_pages_once_the_heap_holds_32_mib_of_spans() {
+fn superslabs_of_spans_ask_for_huge_pages_once_the_heap_holds_enough_spans() {
     let _alone = alone();
-    std::thread::spawn(|| {
-        // Blocks of 40,000 bytes, three to a span of 128 KiB: 50 MiB of spans.
-        let spans: Vec<*mut u8> = (0..1200).map(|_| alloc(40_000, 16)).collect();
-        assert!(spans.iter().all(|p| !p.is_null()));
-        if advice_visible() {
-            assert!(
-                !advised_huge(spans[0] as usize),
-                "the first superslab of spans is advised"
-            );
-            assert!(
-                advised_huge(*spans.last().unwrap() as usize),
-                "a superslab of spans past 32 MiB of spans is not advised"
-            );
-        }
-        // SAFETY: live blocks, given up.
-        unsafe {
-            for p in spans {
-                free(p);
+    let visible = advice_visible();
+    // Blocks of 40,000 bytes, three to a span of 128 KiB: 1 MiB of spans for 24 blocks.
+    // The advice of the first and of the last block's superslab, where visible.
+    let spans_of = |mib: usize| {
+        std::thread::spawn(move || {
+            let spans: Vec<usize> = (0..mib * 24).map(|_| alloc(40_000, 16) as usize).collect();
+            assert!(spans.iter().all(|&p| p != 0));
+            let advised = visible.then(|| {
+                let last = *spans.last().unwrap();
+                (advised_huge(spans[0]), advised_huge(last))
+            });
+            // SAFETY: live blocks, given up.
+            unsafe {
+                for p in spans {
+                    free(p as *mut u8);
+                }
             }
-        }
-    })
-    .join()
-    .expect("the thread's checks");
+            advised
+        })
+        .join()
+        .expect("the thread's checks")
+    };
+    let fast = spans_of(24);
+    trim(); // no superslab advised in fast goes on to lean's heap
+    set_profile(Profile::Lean);
+    let lean = spans_of(24);
+    set_profile(Profile::Fast);
+    assert_eq!(
+        fast,
+        visible.then_some((false, true)),
+        "fast: the first superslab of spans is not advised, one past 16 MiB of spans is"
+    );
+    assert_eq!(
+        lean,
+        visible.then_some((false, false)),
+        "lean: none below 32 MiB of spans"
+    );
 }
 
 /// A small heap asks for no huge pages however much the process maps: counted over all of
