@@ -20,9 +20,9 @@
 //!   ([`hakmem_core::stop_free_cached`]).
 //! - `free` is [`hakmem_core::free_cached`], the slab map's one load and the push on the
 //!   thread's cache; anything else goes to `free_missed`, and in plain mode to
-//!   [`hakmem_core::free_or_else`], which classifies the pointer once and frees it. Only
-//!   what that hands back (a foreign pointer, a sampled block, a misuse) is dealt with
-//!   here.
+//!   [`hakmem_core::free_classified_or_else`], which classifies the pointer by the chunk
+//!   map and frees it. Only what that hands back (a foreign pointer, a sampled block, a
+//!   misuse) is dealt with here.
 
 use crate::{errno, foreign, mode, stats};
 use core::ffi::{c_int, c_void};
@@ -142,8 +142,9 @@ pub fn alloc_array_zeroed(n: usize, size: usize) -> *mut c_void {
 #[inline(always)]
 pub unsafe fn free_block(p: *mut c_void) {
     let p = p.cast::<u8>();
-    // The fast path, in plain mode only (checks and counting turn it off).
-    // SAFETY: by the caller; anything but a live small block is left alone.
+    // The fast path, in plain mode only: checks and counting close it before they start
+    // (`mode::decide`, `mode::count`), so no checked block reaches it.
+    // SAFETY: by the caller, `p` is a live block or a pointer the slow path deals with.
     if unsafe { hakmem_core::free_cached(p) } {
         return;
     }
@@ -164,7 +165,7 @@ unsafe fn free_missed(p: *mut u8) {
         // No checks, no statistics. hakmem-core keeps `errno` on every path of its free
         // that may make a system call.
         // SAFETY: by the caller; what is no live block comes back to `not_freed`.
-        return unsafe { hakmem_core::free_or_else(p, not_freed) };
+        return unsafe { hakmem_core::free_classified_or_else(p, not_freed) };
     }
     if p.is_null() {
         return;
@@ -176,7 +177,7 @@ unsafe fn free_missed(p: *mut u8) {
         return unsafe { Checked::free(p) };
     }
     // SAFETY: by the caller.
-    unsafe { hakmem_core::free_or_else(p, not_freed) }
+    unsafe { hakmem_core::free_classified_or_else(p, not_freed) }
 }
 
 /// What `free` does with a pointer hakmem-core did not free: a sampled block goes to the
@@ -203,7 +204,8 @@ fn not_freed(p: *mut u8, why: NotFreed) {
 /// Plain, this is [`free_block`]'s fast path: the slab map's one load finds the class as
 /// surely as the size would, after the check that keeps foreign pointers out that the
 /// size could not spare (C++ new + sized delete of 32 bytes, callgrind: 59 instructions
-/// with the loop, against 67 by the stated class). Checked mode checks the stated size
+/// with the loop, against 67 by the stated class, when this was chosen; 55 at `235f868`,
+/// docs/ARCHITECTURE.md). Checked mode checks the stated size
 /// against the block; debug builds do in plain mode too.
 ///
 /// # Safety
@@ -215,7 +217,7 @@ pub unsafe fn free_sized_block(p: *mut c_void, size: usize, align: usize) {
         check_stated_size(p.cast(), size, align);
     }
     // As in `free_block`.
-    // SAFETY: by the caller; anything but a live small block is left alone.
+    // SAFETY: by the caller, `p` is a live block or a pointer the slow path deals with.
     if unsafe { hakmem_core::free_cached(p.cast()) } {
         return;
     }
@@ -233,7 +235,7 @@ pub unsafe fn free_sized_block(p: *mut c_void, size: usize, align: usize) {
 unsafe fn free_sized_missed(p: *mut c_void, size: usize, align: usize) {
     if mode::plain_free() {
         // SAFETY: by the caller; what is no live block comes back to `not_freed`.
-        return unsafe { hakmem_core::free_or_else(p.cast(), not_freed) };
+        return unsafe { hakmem_core::free_classified_or_else(p.cast(), not_freed) };
     }
     if p.is_null() {
         return;

@@ -14,7 +14,10 @@
 //! one compare-and-swap, so two threads deciding at once agree. Counting may start later:
 //! its bit is set by the constructor.
 
-use core::sync::atomic::{AtomicU8, Ordering::Relaxed};
+use core::sync::atomic::{
+    AtomicU8,
+    Ordering::{Acquire, Relaxed, Release},
+};
 
 /// `HAKMEM_CHECK` has not been read yet.
 const UNDECIDED: u8 = 1;
@@ -95,10 +98,12 @@ pub fn profile() {
     MODE.fetch_or(PROFILED, Relaxed);
 }
 
-/// Whether blocks are checked; decides the mode if no call did yet.
+/// Whether blocks are checked; decides the mode if no call did yet. Acquire: a thread
+/// that sees checks on also sees `free`'s fast path closed ([`decide`]), and so does any
+/// thread it hands a checked block to.
 #[inline]
 pub fn checked() -> bool {
-    let m = MODE.load(Relaxed);
+    let m = MODE.load(Acquire);
     let m = if m & UNDECIDED == 0 { m } else { decide() };
     m & CHECKED != 0
 }
@@ -109,17 +114,20 @@ pub fn counted() -> bool {
     MODE.load(Relaxed) & COUNTED != 0
 }
 
-/// Start counting.
+/// Start counting: `free`'s fast path closes first, and the bit is set with Release after
+/// it (see [`decide`]).
 pub fn count() {
     hakmem_core::stop_free_cached();
-    MODE.fetch_or(COUNTED, Relaxed);
+    MODE.fetch_or(COUNTED, Release);
 }
 
 /// Read `HAKMEM_CHECK` and fix the mode, unless another call did first; returns the mode.
+/// Checked, `free`'s fast path is closed before the mode is stored with Release, so that
+/// a thread that reads checks on with Acquire finds it closed.
 #[cold]
 #[inline(never)]
 pub fn decide() -> u8 {
-    let m = MODE.load(Relaxed);
+    let m = MODE.load(Acquire);
     if m & UNDECIDED == 0 {
         return m;
     }
@@ -131,7 +139,7 @@ pub fn decide() -> u8 {
         0
     };
     let fixed = |m: u8| (m & !UNDECIDED) | check;
-    match MODE.fetch_update(Relaxed, Relaxed, |m| (m & UNDECIDED != 0).then(|| fixed(m))) {
+    match MODE.fetch_update(Release, Acquire, |m| (m & UNDECIDED != 0).then(|| fixed(m))) {
         Ok(before) => fixed(before),
         Err(decided) => decided,
     }

@@ -1,7 +1,8 @@
 //! `HAKMEM_STATS=1`: counts of calls and of bytes in use, and a summary on stderr at exit.
 //!
-//! Counting costs one load and a predicted branch per call while it is off (the default;
-//! the same load serves checked mode, see [`crate::mode`]).
+//! Counting costs one load and a predicted branch per allocating call while it is off
+//! (the default; the same load serves checked mode, see [`crate::mode`]), and nothing on
+//! `free`, whose fast path counting closes when it starts.
 //! While on, every allocation and free also looks up the block's usable size and updates
 //! a few shared counters: slower, and meant for looking, not for production.
 //!

@@ -303,7 +303,7 @@ pub unsafe fn free_cached(p: *mut u8) -> bool {
 /// # Safety
 /// As for [`free_or_else`].
 #[inline(never)]
-unsafe fn free_classified<const CHECKED: bool, F: FnOnce(*mut u8, NotFreed)>(
+pub(crate) unsafe fn free_classified<const CHECKED: bool, F: FnOnce(*mut u8, NotFreed)>(
     p: *mut u8,
     not_freed: F,
 ) {

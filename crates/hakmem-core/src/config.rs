@@ -97,11 +97,12 @@ const FAST: Policy = Policy {
     background_return: false,
     large_cache_entries: 64,
     // A thousand strings grown by appends to 64 KiB at once (`c-string-builders`) fault
-    // in their first wide spans a page at a time: 5.5K faults and 1.09x mimalloc 3's time
-    // from 32 MiB, 2.5K and 1.02x from 16 MiB, 1.5K and 0.98x from 8 MiB (7 alternated
-    // runs, warmed). The cost is the untouched bytes of huge pages: `c-wide-churn` (a
+    // in their first wide spans a page at a time: 5.5K faults and 1.12x mimalloc 3's time
+    // from 32 MiB, 2.5K and 1.02x from 16 MiB, 1.5K and 0.98x from 8 MiB (one set of 7
+    // alternated runs, warmed). The cost is the untouched bytes of huge pages: `c-wide-churn` (a
     // thousand slots of 16 B..32 KiB) peaked at 14.6, 19.8 and 24.9 MiB, against
-    // tcmalloc's 19.9 in the last full run; `c-mid-large` at 5.5, 6.8 and 6.2.
+    // tcmalloc's 19.5 in the full run at `4cbffa0` (the least of the field, whose 1.1x is
+    // 21.4); `c-mid-large` at 5.5, 6.8 and 6.2.
     wide_huge_pages_from: 16 << 20,
 };
 

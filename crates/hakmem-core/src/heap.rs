@@ -726,7 +726,8 @@ impl Heap {
     /// # Safety
     /// `b` is a block of a live slab (handed out, or in the caller's cache).
     pub unsafe fn owns(&self, b: *const Block) -> bool {
-        // SAFETY: by the caller, the block's superslab is live.
+        // SAFETY: by the caller, the block's superslab is live; of it only the atomic
+        // owner is read (its other fields another thread may write are cells).
         unsafe { (*SuperSlab::of(b as usize)).owner() == self.id() }
     }
 

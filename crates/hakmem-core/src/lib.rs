@@ -6,7 +6,7 @@
 //! |---|---|
 //! | allocate | [`alloc`], [`alloc_zeroed`], [`alloc_cached`], [`alloc_cached_aligned`] (the fast path alone, for a front end with its own slow path) |
 //! | free with the request known (Rust) | [`dealloc`] |
-//! | free without a size (C) | [`free`] (misuse reported), [`free_or_else`] (classifies once; what is no live block goes to the caller's callback), [`free_cached`] (the fast path alone; [`stop_free_cached`] turns it off for good) |
+//! | free without a size (C) | [`free`] (misuse reported), [`free_or_else`] (classifies once; what is no live block goes to the caller's callback), [`free_cached`] (the fast path alone; [`stop_free_cached`] turns it off for good) and [`free_classified_or_else`] (the rest) |
 //! | resize | [`realloc`] (request known), [`realloc_unsized`] (C) |
 //! | usable size, classify | [`usable_size`], [`owner`] / [`Owner`], [`in_heap`]; size classes: [`class_for`], [`class_of_size`], [`block_size`], [`Class`], [`NUM_CLASSES`], [`MIN_ALIGN`], [`MAX_SMALL_SIZE`], [`MAX_ALIGN`], [`CHUNK_SIZE`] |
 //! | trim | [`trim`] |
@@ -154,6 +154,18 @@ pub unsafe fn free(p: *mut u8) {
 pub unsafe fn free_or_else<F: FnOnce(*mut u8, NotFreed)>(p: *mut u8, not_freed: F) {
     // SAFETY: by the caller.
     unsafe { block::free_or_else::<false, F>(p, not_freed) }
+}
+
+/// [`free_or_else`] for a pointer that [`free_cached`] did not free: the classification
+/// by the chunk map and the chunk header alone, without the slab map's lookup again (the
+/// slow path of a front end that takes [`free_cached`] first).
+///
+/// # Safety
+/// As for [`free_or_else`].
+#[inline(always)]
+pub unsafe fn free_classified_or_else<F: FnOnce(*mut u8, NotFreed)>(p: *mut u8, not_freed: F) {
+    // SAFETY: by the caller.
+    unsafe { block::free_classified::<false, F>(p, not_freed) }
 }
 
 /// From now on, for the life of the process, [`free_cached`] frees nothing and

@@ -100,7 +100,8 @@ pub fn block_start_class(addr: usize) -> Option<Class> {
 }
 
 /// The byte of slab `i` (zero where never written), or byte 0 (which is 0: no slab at
-/// address 0 is hakmem's) when the map does not cover slab `i`, without a branch.
+/// address 0 is hakmem's) when [`LIMIT`] does not cover slab `i` (the map not reserved,
+/// or [`close`]d), without a branch.
 ///
 /// On x86-64 (outside Miri, which runs no `asm!`) four instructions in one `asm!` block: a `cmp` of `i` with the limit in
 /// memory, a `cmov` of the index from [`ZERO`] in memory, the load of [`MAP`], a `movzx`
@@ -172,7 +173,7 @@ fn writable(i: usize) -> bool {
     }
     let at = MAP.load(Ordering::Relaxed) as usize + page * os::PAGE_SIZE;
     let errno = os::errno();
-    // SAFETY: a page of the reservation (`i` is below the limit); two callers making it
+    // SAFETY: a page of the reservation (`i` is below `RESERVED`); two callers making it
     // writable at once both succeed.
     let ok = unsafe { os::make_writable(at as *mut u8, os::PAGE_SIZE) };
     os::set_errno(errno);

@@ -367,8 +367,9 @@ unsafe fn flush_medium(tc: *mut ThreadCache, h: *mut Heap) {
 }
 
 /// A bin that overflows with the thread's own blocks while upkeep had shrunk it below
-/// its initial capacity ([`shrink_idle`]) gets a larger capacity again, up to that
-/// initial one: the class is in use again, by frees. Programs often free a batch of a
+/// its initial capacity ([`shrink_idle`]) gets twice the capacity, up to that initial
+/// one (`initial`), and keeps the block that overflowed it: the class is in use again,
+/// by frees. Programs often free a batch of a
 /// class they stopped allocating a while ago. The last phase of `c-half-freed` frees
 /// 48-byte blocks allocated before a refill of other classes, which left the 48-byte
 /// bin at 16: each overflow gave back 8 blocks, and the phase's 1M frees made 63.4K
@@ -376,8 +377,7 @@ unsafe fn flush_medium(tc: *mut ThreadCache, h: *mut Heap) {
 /// 56.5M -> 47.7M instructions). A bin of other threads' blocks does not grow here: a
 /// consumer's bins stay small ([`flush_quantum`]); grown back without that test,
 /// `producer-consumer` took 1.75x its time (7 alternated runs).
-fn regrow_capacity(bin: &mut Bin, c: Class) {
-    let initial = initial_capacity(config::current(), c);
+fn regrow_capacity(bin: &mut Bin, initial: u32) {
     bin.set_limit((bin.limit * 2).min(initial));
 }
 
@@ -525,9 +525,13 @@ unsafe fn flush_bin<H: ThreadHooks>(bin: *mut Bin) {
     if bin.room >= 0 {
         return; // the thread was just set up and the limit rose
     }
+    let initial = initial_capacity(config::current(), c);
     // SAFETY: `h` is our heap; the bin's head is a block just freed, in a live slab.
-    if bin.limit < initial_capacity(config::current(), c) && unsafe { (*h).owns(bin.head) } {
-        regrow_capacity(bin, c);
+    if bin.limit < initial && unsafe { (*h).owns(bin.head) } {
+        regrow_capacity(bin, initial);
+        if bin.room >= 0 {
+            return; // room for the block now: nothing to give back
+        }
     }
     let keep = bin.limit - flush_quantum(bin.limit);
     // SAFETY: `h` is our heap, the bin is ours.

@@ -166,9 +166,18 @@ fn superslabs_of_spans_ask_for_huge_pages_once_the_heap_holds_enough_spans() {
     };
     let fast = spans_of(24);
     trim(); // no superslab advised in fast goes on to lean's heap
-    set_profile(Profile::Lean);
-    let lean = spans_of(24);
-    set_profile(Profile::Fast);
+    let lean = {
+        /// Back to the default profile for the other tests, even if the thread panics.
+        struct Restore;
+        impl Drop for Restore {
+            fn drop(&mut self) {
+                set_profile(Profile::Fast);
+            }
+        }
+        let _restore = Restore;
+        set_profile(Profile::Lean);
+        spans_of(24)
+    };
     assert_eq!(
         fast,
         visible.then_some((false, true)),

@@ -17,8 +17,8 @@ const SIZE: usize = 48;
 const OTHER: usize = 256;
 const N: usize = 5_000;
 /// Rounds of allocating and freeing 2000 blocks of `OTHER`: about 40 slow paths each,
-/// so more than the 8 upkeeps (512 slow paths apart) that take an idle bin from the
-/// largest capacity down to its floor.
+/// so about 15 upkeeps (512 slow paths apart), where 7 take an idle bin from the largest
+/// capacity (512) down to its floor (8).
 const ROUNDS: usize = 200;
 
 fn free_all(blocks: Vec<*mut u8>, size: usize) {
