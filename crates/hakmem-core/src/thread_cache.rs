@@ -369,12 +369,11 @@ unsafe fn flush_medium(tc: *mut ThreadCache, h: *mut Heap) {
 /// A bin that overflows with the thread's own blocks while upkeep had shrunk it below
 /// its initial capacity ([`shrink_idle`]) gets twice the capacity, up to that initial
 /// one (`initial`), and keeps the block that overflowed it: the class is in use again,
-/// by frees. Programs often free a batch of a
-/// class they stopped allocating a while ago. The last phase of `c-half-freed` frees
-/// 48-byte blocks allocated before a refill of other classes, which left the 48-byte
-/// bin at 16: each overflow gave back 8 blocks, and the phase's 1M frees made 63.4K
-/// flushes, where they make 15.4K now (callgrind of a copy that counts the phase alone:
-/// 56.5M -> 47.7M instructions). A bin of other threads' blocks does not grow here: a
+/// by frees. Programs often free a batch of a class they stopped allocating a while
+/// ago. The last phase of `c-half-freed` frees 48-byte blocks allocated before a refill
+/// of other classes, which left the 48-byte bin at 16: each overflow gave back 8
+/// blocks, and the phase's 1M frees made 63.4K flushes, where they make 15.4K now
+/// (callgrind of a copy that counts the phase alone: 56.5M -> 47.7M instructions). A bin of other threads' blocks does not grow here: a
 /// consumer's bins stay small ([`flush_quantum`]); grown back without that test,
 /// `producer-consumer` took 1.75x its time (7 alternated runs).
 fn regrow_capacity(bin: &mut Bin, initial: u32) {
@@ -530,7 +529,11 @@ unsafe fn flush_bin<H: ThreadHooks>(bin: *mut Bin) {
     if bin.limit < initial && unsafe { (*h).owns(bin.head) } {
         regrow_capacity(bin, initial);
         if bin.room >= 0 {
-            return; // room for the block now: nothing to give back
+            // Room for the block now: nothing to give back. The statistics hear of the
+            // bin's count as from a flush.
+            // SAFETY: `h` is our heap.
+            unsafe { (*h).note_cached(c, bin.count()) };
+            return;
         }
     }
     let keep = bin.limit - flush_quantum(bin.limit);
