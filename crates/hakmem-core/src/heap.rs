@@ -1042,8 +1042,6 @@ impl Heap {
     }
 }
 
-/// Consecutive blocks of one foreign slab, linked, waiting to be pushed together; and
-/// how many blocks the runs before it pushed.
 /// Consecutive blocks of a chain being flushed that lie in one span: linked to each other
 /// already, so they go back with one update of the slab. A batch freed in the order it
 /// was allocated keeps long stretches of one slab (`c-half-freed`: 36.9M instructions
@@ -1056,6 +1054,8 @@ struct Stretch {
     len: u32,
 }
 
+/// Consecutive blocks of one foreign slab, linked, waiting to be pushed together; and
+/// how many blocks the runs before it pushed.
 struct RemoteRun {
     meta: *const SlabMeta,
     first: *mut Block,

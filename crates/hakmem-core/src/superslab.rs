@@ -696,11 +696,9 @@ impl SlabMeta {
         if chain.len == 0 {
             return 0;
         }
-        // SAFETY: the taken chain is ours; pushers linked it before publishing.
-        unsafe { (*chain.last).next = self.free.get() };
-        self.free.set(chain.first);
-        self.free_len.set(self.free_len.get() + chain.len);
-        self.used.set(self.used.get() - chain.len);
+        // SAFETY: the caller owns the slab; the taken chain is ours, its blocks counted in
+        // `used` (pushers linked it before publishing).
+        unsafe { self.put_chain(chain.first, chain.last, chain.len) };
         chain.len
     }
 }
