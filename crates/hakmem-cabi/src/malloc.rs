@@ -403,7 +403,20 @@ pub unsafe fn realloc_array(p: *mut c_void, n: usize, size: usize) -> *mut c_voi
 }
 
 /// Usable bytes of the block at `p`; 0 for null and for pointers that are not blocks.
+#[inline(always)]
 pub fn usable_size(p: *const c_void) -> usize {
+    // Closed (`None` for every pointer) once checks or counting are on.
+    match hakmem_core::usable_size_cached(p.cast()) {
+        Some(n) => n,
+        None => usable_size_missed(p),
+    }
+}
+
+/// [`usable_size`] of what the slab map did not know: null, large blocks, sampled blocks,
+/// pointers that are not blocks, and every block in checked mode.
+#[cold]
+#[inline(never)]
+fn usable_size_missed(p: *const c_void) -> usize {
     if p.is_null() {
         return 0;
     }

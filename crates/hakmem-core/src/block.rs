@@ -502,6 +502,22 @@ unsafe fn move_into<const CHECKED: bool>(
     q
 }
 
+/// The usable bytes of `p` when the slab map knows it as the start of a small block (the
+/// class's block size), found with its one load as `free` finds a block; `None` for
+/// anything else (null, a large block, a pointer hakmem never handed out, misuse; and
+/// every pointer once [`crate::stop_free_cached`] ran), which [`crate::usable_size`] classifies
+/// in full.
+///
+/// Programs that keep their own count of the bytes they hold ask for the usable size at
+/// every allocation and free (Redis's `zmalloc`; a vector that grows only when
+/// `malloc_usable_size` says it is full). Classified in full each time, by the chunk map
+/// and the chunk header, it took 60 instructions a call against mimalloc 3's 15
+/// (callgrind, 3.6M calls); with this, 18.
+#[inline(always)]
+pub fn usable_size_cached(p: *const u8) -> Option<usize> {
+    slab_map::block_start_class(p as usize).map(block_size)
+}
+
 /// Whether resizing `p` to `new_size` bytes (C's `realloc`, alignment 16) leaves the
 /// block where it is with nothing to do: `p` starts a small block of the class that
 /// `new_size` takes. Found with the slab map's one load, as `free` finds a block; false
