@@ -175,14 +175,28 @@ pub fn current() -> &'static Policy {
 
 /// Thread cache capacity of a class with blocks of `block` bytes: the profile's bytes over
 /// the block size, clamped to its bounds (32 blocks of 56 KiB at most: 1.75 MiB); but a
-/// medium block (a slab or more) one, until the thread's next medium miss
-/// (`thread_cache::flush_medium`).
+/// medium block (a slab or more) what fits in [`MEDIUM_BIN_BYTES`], at least one, until
+/// the thread's next medium miss (`thread_cache::flush_medium`).
 pub fn cache_capacity(policy: &Policy, block: usize) -> u32 {
     if block >= crate::size_class::SLAB_SIZE {
-        return 1;
+        return ((MEDIUM_BIN_BYTES / block) as u32).max(1);
     }
     ((policy.cache_bytes / block) as u32).clamp(policy.cache_min, policy.cache_max)
 }
+
+/// Bytes a bin of a medium class may hold (4 blocks of 64 KiB, 2 of 128 KiB, 1 from
+/// 256 KiB on), in every profile: a miss of any medium class gives them all back
+/// (`thread_cache::flush_medium`), so a program that moves on to other sizes finds their
+/// slabs free.
+///
+/// 64 buffers of 4..64 KiB replaced at random (4 KiB multiples; the same with
+/// `posix_memalign(4096)`, I/O buffers): with one block a medium bin, every other
+/// allocation or free of a 64 KiB block carved or released a span, 1,100 instructions
+/// for the pair, and hakmem took 2.36x tcmalloc's time; 1.86x with this (a held-out C
+/// program, 5 alternated runs, warmed; mimalloc 3 3.4x). `c-large` (16 blocks of
+/// 64 KiB..4 MiB) took 1.011x its time and the same peak RSS (7 alternated runs),
+/// `large-written` and `c-string-builders` the same.
+pub const MEDIUM_BIN_BYTES: usize = 256 << 10;
 
 /// The smallest capacity a class of `block` bytes shrinks to (`cache_floor`).
 pub fn min_capacity(policy: &Policy, block: usize) -> u32 {

@@ -1,6 +1,6 @@
-//! Medium blocks (64 KiB..1 MiB) are spans of their own, and a thread cache keeps one of
-//! each class, until the thread's next medium allocation that misses: the slabs of a
-//! freed medium block then serve the next medium block, whatever its size.
+//! Medium blocks (64 KiB..1 MiB) are spans of their own, and a thread cache keeps a few
+//! of each class (one of these), until the thread's next medium allocation that misses:
+//! the slabs of a freed medium block then serve the next medium block, whatever its size.
 //!
 //! Its own process with one test: one thread allocates from hakmem (the harness uses the
 //! system allocator), so its heap holds one superslab of medium blocks laid out as below.
