@@ -10,6 +10,7 @@
  * Build: gcc -O2 -pthread -o c-workloads workloads.c -lm
  */
 #define _GNU_SOURCE
+#include <malloc.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -149,6 +150,55 @@ static uint64_t churn_threads(uint64_t ops, size_t threads, size_t slots, sizes_
 
 static uint64_t random_mixed(uint64_t ops) {
     return churn_threads(ops, 1, 400, (sizes_t){ 16, 1024 });
+}
+
+/* One thread, 64 slots of power-of-two buffers of 4..64 KiB (churn.rs's io_buffers). */
+static uint64_t io_buffers(uint64_t ops) {
+    enum { SLOTS = 64 };
+    void **slots = calloc(SLOTS, sizeof(void *));
+    rng_t rng = rng_new(0);
+    for (uint64_t i = 0; i < ops; i++) {
+        void **slot = &slots[rng_below(&rng, SLOTS)];
+        block_free(*slot);
+        *slot = block_new((size_t)4096 << rng_below(&rng, 5));
+    }
+    free_slots(slots, SLOTS);
+    return ops;
+}
+
+/*
+ * 2000 vectors, appended to 16 bytes at a time at random, each grown by realloc to twice
+ * its length when malloc_usable_size says it is full, as a program does that counts the
+ * bytes it holds by asking the allocator (Redis's zmalloc asks at every call); all freed
+ * every 600,000 appends. C only: Rust's allocator interface has no usable size.
+ */
+static uint64_t usable_growth(uint64_t ops) {
+    enum { VECTORS = 2000, ROUND = 600000 };
+    unsigned char **v = calloc(VECTORS, sizeof *v);
+    size_t *len = calloc(VECTORS, sizeof *len);
+    rng_t rng = rng_new(0);
+    for (uint64_t i = 0; i < ops; i++) {
+        size_t k = rng_below(&rng, VECTORS), want = len[k] + 16;
+        if (!v[k] || malloc_usable_size(v[k]) < want) {
+            unsigned char *grown = realloc(v[k], 2 * want);
+            if (!grown) {
+                fprintf(stderr, "out of memory (realloc of %zu bytes)\n", 2 * want);
+                abort();
+            }
+            v[k] = grown;
+        }
+        memset(v[k] + len[k], (int)i, 16);
+        len[k] = want;
+        if ((i + 1) % ROUND == 0 || i + 1 == ops)
+            for (size_t j = 0; j < VECTORS; j++) {
+                free(v[j]);
+                v[j] = NULL;
+                len[j] = 0;
+            }
+    }
+    free(v);
+    free(len);
+    return ops;
 }
 
 /* ---- aligned: blocks asked for with an alignment over 16 (benches/src/workloads/aligned.rs) ---- */
@@ -764,6 +814,8 @@ static const workload_t WORKLOADS[] = {
     { "c-string-builders", 2000000, string_builders },
     { "c-half-freed", 1500000, half_freed },
     { "c-aligned", 10000000, aligned },
+    { "c-io-buffers", 5000000, io_buffers },
+    { "c-usable-growth", 6000000, usable_growth },
 };
 enum { NUM_WORKLOADS = sizeof WORKLOADS / sizeof WORKLOADS[0] };
 

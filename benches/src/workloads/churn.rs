@@ -44,6 +44,22 @@ pub fn large(ops: u64) -> u64 {
     churn_threads(ops, 1, 16, (64 << 10, 4 << 20))
 }
 
+/// One thread, 64 slots of power-of-two buffers of 4..64 KiB, as an I/O layer or a
+/// network stack holds them (a page, a TLS record of 16 KiB, a read of 64 KiB). Blocks
+/// that large start at the same few offsets of a 64 KiB stretch, and those of 64 KiB
+/// are spans of their own.
+pub fn io_buffers(ops: u64) -> u64 {
+    const SLOTS: usize = 64;
+    let mut slots = empty_slots(SLOTS);
+    let mut rng = Rng::new(0);
+    for _ in 0..ops {
+        let slot = &mut slots[rng.below(SLOTS)];
+        drop(slot.take());
+        *slot = Some(Block::new(4096 << rng.below(5)));
+    }
+    ops
+}
+
 /// One thread, 4000 slots of pages with a header, as a database's page cache or an I/O
 /// layer's buffers ask for them (SQLite's pages are 4096 + 8 bytes): a power of two from
 /// 1 to 8 KiB ([`page_size`]) plus 8, 16, 32 or 64 bytes.

@@ -167,6 +167,7 @@ pub const WORKLOADS: &[Workload] = &[
         Run::Once(realloc::string_builders),
     ),
     Workload::bench("half-freed", 1_500_000, Run::Once(batch::half_freed)),
+    Workload::bench("io-buffers", 5_000_000, Run::Once(churn::io_buffers)),
     Workload::soak("phases", phases::plain),
     Workload {
         needs_trim: true,
