@@ -152,20 +152,6 @@ static uint64_t random_mixed(uint64_t ops) {
     return churn_threads(ops, 1, 400, (sizes_t){ 16, 1024 });
 }
 
-/* One thread, 64 slots of power-of-two buffers of 4..64 KiB (churn.rs's io_buffers). */
-static uint64_t io_buffers(uint64_t ops) {
-    enum { SLOTS = 64 };
-    void **slots = calloc(SLOTS, sizeof(void *));
-    rng_t rng = rng_new(0);
-    for (uint64_t i = 0; i < ops; i++) {
-        void **slot = &slots[rng_below(&rng, SLOTS)];
-        block_free(*slot);
-        *slot = block_new((size_t)4096 << rng_below(&rng, 5));
-    }
-    free_slots(slots, SLOTS);
-    return ops;
-}
-
 /*
  * 2000 vectors, appended to 16 bytes at a time at random, each grown by realloc to twice
  * its length when malloc_usable_size says it is full, as a program does that counts the
@@ -258,18 +244,25 @@ static size_t page_size(rng_t *rng) {
     return page + HEADERS[rng_below(rng, sizeof HEADERS / sizeof *HEADERS)];
 }
 
-static uint64_t pages(uint64_t ops) {
-    enum { SLOTS = 4000 };
-    void **slots = calloc(SLOTS, sizeof(void *));
+/* One thread, `n` slots: free a random one, allocate a block of `size(rng)` bytes there. */
+static uint64_t churn_sized(uint64_t ops, size_t n, size_t (*size)(rng_t *)) {
+    void **slots = calloc(n, sizeof(void *));
     rng_t rng = rng_new(0);
     for (uint64_t i = 0; i < ops; i++) {
-        void **slot = &slots[rng_below(&rng, SLOTS)];
+        void **slot = &slots[rng_below(&rng, n)];
         block_free(*slot);
-        *slot = block_new(page_size(&rng));
+        *slot = block_new(size(&rng));
     }
-    free_slots(slots, SLOTS);
+    free_slots(slots, n);
     return ops;
 }
+
+static uint64_t pages(uint64_t ops) { return churn_sized(ops, 4000, page_size); }
+
+/* One thread, 64 slots of power-of-two buffers of 4..64 KiB (churn.rs's io_buffers). */
+static size_t io_buffer_size(rng_t *rng) { return (size_t)4096 << rng_below(rng, 5); }
+
+static uint64_t io_buffers(uint64_t ops) { return churn_sized(ops, 64, io_buffer_size); }
 
 /* ---- fixed size: malloc and free one 256-byte block, over and over ---- */
 

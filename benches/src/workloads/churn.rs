@@ -49,28 +49,24 @@ pub fn large(ops: u64) -> u64 {
 /// that large start at the same few offsets of a 64 KiB stretch, and those of 64 KiB
 /// are spans of their own.
 pub fn io_buffers(ops: u64) -> u64 {
-    const SLOTS: usize = 64;
-    let mut slots = empty_slots(SLOTS);
-    let mut rng = Rng::new(0);
-    for _ in 0..ops {
-        let slot = &mut slots[rng.below(SLOTS)];
-        drop(slot.take());
-        *slot = Some(Block::new(4096 << rng.below(5)));
-    }
-    ops
+    churn_sized(ops, 64, |rng| 4096 << rng.below(5))
 }
 
 /// One thread, 4000 slots of pages with a header, as a database's page cache or an I/O
 /// layer's buffers ask for them (SQLite's pages are 4096 + 8 bytes): a power of two from
 /// 1 to 8 KiB ([`page_size`]) plus 8, 16, 32 or 64 bytes.
 pub fn pages(ops: u64) -> u64 {
-    const SLOTS: usize = 4000;
-    let mut slots = empty_slots(SLOTS);
+    churn_sized(ops, 4000, page_size)
+}
+
+/// One thread, `n` slots: free a random one, allocate a block of `size(rng)` bytes there.
+fn churn_sized(ops: u64, n: usize, mut size: impl FnMut(&mut Rng) -> usize) -> u64 {
+    let mut slots = empty_slots(n);
     let mut rng = Rng::new(0);
     for _ in 0..ops {
-        let slot = &mut slots[rng.below(SLOTS)];
+        let slot = &mut slots[rng.below(n)];
         drop(slot.take());
-        *slot = Some(Block::new(page_size(&mut rng)));
+        *slot = Some(Block::new(size(&mut rng)));
     }
     ops
 }
