@@ -307,9 +307,17 @@ pub unsafe fn realloc_block(p: *mut c_void, new_size: usize) -> *mut c_void {
         return null_mut();
     }
     let p = p.cast::<u8>();
-    if mode::plain_alloc() && hakmem_core::stays_in_place(p, new_size) {
-        // Nothing to count, check or sample, and the block stays.
-        return p.cast();
+    if mode::plain_alloc() {
+        // Nothing to count, check or sample: a small block the slab map knows stays or
+        // moves without being classified again.
+        // SAFETY: by the caller.
+        if let Some(q) = unsafe { hakmem_core::realloc_cached(p, new_size) } {
+            return if q.is_null() {
+                out_of_memory()
+            } else {
+                q.cast()
+            };
+        }
     }
     let checked = mode::checked();
     let sampled = heap_profile::is_sampled(p);

@@ -7,7 +7,7 @@
 //! | allocate | [`alloc`], [`alloc_zeroed`], [`alloc_cached`], [`alloc_cached_aligned`] (the fast path alone, for a front end with its own slow path) |
 //! | free with the request known (Rust) | [`dealloc`] |
 //! | free without a size (C) | [`free`] (misuse reported), [`free_or_else`] (classifies once; what is no live block goes to the caller's callback), [`free_cached`] (the fast path alone; [`stop_free_cached`] turns it off for good) and [`free_classified_or_else`] (the rest) |
-//! | resize | [`realloc`] (request known), [`realloc_unsized`] (C) |
+//! | resize | [`realloc`] (request known), [`realloc_unsized`] (C), [`realloc_cached`] (C, small blocks the slab map knows), [`stays_in_place`] |
 //! | usable size, classify | [`usable_size`], [`usable_size_cached`] (the slab map's lookup alone), [`owner`] / [`Owner`], [`in_heap`]; size classes: [`class_for`], [`class_of_size`], [`block_size`], [`Class`], [`NUM_CLASSES`], [`MIN_ALIGN`], [`MAX_SMALL_SIZE`], [`MAX_ALIGN`], [`CHUNK_SIZE`] |
 //! | trim | [`trim`] |
 //! | stats | [`stats()`] / [`Stats`], [`mapped_bytes`], [`class_usage()`] / [`ClassUsage`], [`residency()`] / [`Residency`] |
@@ -66,7 +66,7 @@ mod thread_cache;
 mod tls;
 
 pub use block::{
-    alloc_cached, alloc_cached_aligned, free_cached, owner, stays_in_place, trim,
+    alloc_cached, alloc_cached_aligned, free_cached, owner, realloc_cached, stays_in_place, trim,
     usable_size_cached, NotFreed, Owner, GROW_LARGE_FROM,
 };
 pub use chunk_map::CHUNK_SIZE;
@@ -169,7 +169,7 @@ pub unsafe fn free_classified_or_else<F: FnOnce(*mut u8, NotFreed)>(p: *mut u8, 
 }
 
 /// From now on, for the life of the process, [`free_cached`] frees nothing and
-/// [`stays_in_place`] and [`usable_size_cached`] say no: every free is classified in full, for a front end that
+/// [`stays_in_place`], [`realloc_cached`] and [`usable_size_cached`] say no: every free is classified in full, for a front end that
 /// must see each one (checked mode, counting). A free that runs while this does may
 /// still take the fast path.
 pub fn stop_free_cached() {

@@ -7,9 +7,9 @@
 #[path = "../../hakmem/tests/common/mod.rs"]
 mod common;
 
-use hakmem_core::stays_in_place;
 use hakmem_core::{alloc, alloc_zeroed, dealloc, owner, realloc, realloc_unsized, usable_size};
 use hakmem_core::{block_size, class_of_size, Class, MAX_SMALL_SIZE};
+use hakmem_core::{realloc_cached, stays_in_place};
 use hakmem_core::{Owner, MAX_ALIGN};
 
 const MIB: usize = 1 << 20;
@@ -125,6 +125,33 @@ fn a_resize_within_the_class_stays_in_place() {
         assert_eq!(realloc_unsized(p, usable), p);
         dealloc(p, usable, 16);
         dealloc(big, 3 * MIB, 16);
+    }
+}
+
+/// `realloc_cached` resizes exactly the small blocks the slab map knows: in place within
+/// the class, moved with their bytes past it (into a class or a large mapping); `None`
+/// (the pointer left alone) for interior, large, foreign and null pointers.
+#[test]
+fn realloc_cached_resizes_small_blocks_only() {
+    let p = filled(100, 16, 7);
+    let usable = usable_size(p);
+    // SAFETY: `p` is live and ours; each move gives the old block up.
+    unsafe {
+        assert_eq!(realloc_cached(p, usable), Some(p));
+        let q = realloc_cached(p, 1000).expect("a small block");
+        assert!(q != p && usable_size(q) >= 1000);
+        common::check(q, 0, 100, 7, "moved to a class");
+        let r = realloc_cached(q, 3 * MIB).expect("a small block");
+        assert!(matches!(owner(r), Owner::Large { .. }));
+        common::check(r, 0, 100, 7, "moved to a large mapping");
+        assert_eq!(realloc_cached(r, 4 * MIB), None);
+        let s = alloc(64, 16);
+        assert_eq!(realloc_cached(s.add(16), 64), None);
+        let on_stack = 0u64;
+        assert_eq!(realloc_cached(&on_stack as *const u64 as *mut u8, 8), None);
+        assert_eq!(realloc_cached(std::ptr::null_mut(), 8), None);
+        dealloc(s, 64, 16);
+        dealloc(r, 3 * MIB, 16);
     }
 }
 
