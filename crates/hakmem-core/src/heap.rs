@@ -8,7 +8,8 @@
 //! the heap's superslabs; then a new slab carved from an owned superslab; then a
 //! superslab abandoned by an exited thread; then one from the shared pool, and before it
 //! maps one, the depot's unused batches go back to their slabs
-//! ([`Heap::release_unused_depot`]) and the carve is tried again.
+//! ([`Heap::release_unused_depot`]), then those put since their class was last taken from
+//! ([`crate::depot::untaken`]), the carve tried again after each.
 //!
 //! Heaps are never unmapped: a heap whose thread exited goes back to a free list for the
 //! next thread, and the list of all heaps lets statistics add up their counters and the
@@ -575,6 +576,12 @@ impl Heap {
         }
         let grows = pool::would_map();
         if grows && self.release_unused_depot() {
+            let meta = self.carve_owned(c, Borrow::Resident);
+            if !meta.is_null() {
+                return meta;
+            }
+        }
+        if grows && self.flush_from_depot(depot::untaken, usize::MAX) {
             let meta = self.carve_owned(c, Borrow::Resident);
             if !meta.is_null() {
                 return meta;

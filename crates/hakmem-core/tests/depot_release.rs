@@ -11,6 +11,7 @@
 mod usage;
 
 use hakmem_core::{alloc, block_size, class_for, dealloc};
+use usage::cycle;
 
 /// Blocks over 1 KiB go through the depot.
 const SIZE: usize = 3000;
@@ -27,16 +28,6 @@ fn depot_bytes(size: usize) -> usize {
 
 fn cached_bytes(size: usize) -> usize {
     usage::of(size).thread_caches
-}
-
-/// Allocate `n` blocks of `size` and free them, in that order.
-fn cycle(size: usize, n: usize) {
-    let blocks: Vec<*mut u8> = (0..n).map(|_| alloc(size, 16)).collect();
-    assert!(blocks.iter().all(|p| !p.is_null()));
-    for p in blocks {
-        // SAFETY: live blocks of `size`.
-        unsafe { dealloc(p, size, 16) };
-    }
 }
 
 #[test]
