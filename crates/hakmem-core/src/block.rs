@@ -505,8 +505,8 @@ unsafe fn move_into<const CHECKED: bool>(
 /// The usable bytes of `p` when the slab map knows it as the start of a small block (the
 /// class's block size), found with its one load as `free` finds a block; `None` for
 /// anything else (null, a large block, a pointer hakmem never handed out, misuse; and
-/// every pointer once [`crate::stop_free_cached`] ran), which [`crate::usable_size`] classifies
-/// in full.
+/// every pointer once [`crate::stop_free_cached`] ran), which [`crate::usable_size`]
+/// classifies in full.
 ///
 /// Programs that keep their own count of the bytes they hold ask for the usable size at
 /// every allocation and free (Redis's `zmalloc`; a vector that grows only when
@@ -537,8 +537,8 @@ pub fn stays_in_place(p: *const u8, new_size: usize) -> bool {
     }
 }
 
-/// [`crate::realloc_unsized`] (plain) of a small block the slab map knows, found with its one
-/// load as `free` finds a block: `p` itself when `new_size` takes the block's class,
+/// [`crate::realloc_unsized`] (plain) of a small block the slab map knows, found with its
+/// one load as `free` finds a block: `p` itself when `new_size` takes the block's class,
 /// else a new block (small, or large past [`GROW_LARGE_FROM`]) with the old one's bytes,
 /// the old one freed, or null when memory is exhausted (the old block untouched).
 /// `None` for anything else (null, a large block, a pointer hakmem never handed out,

@@ -169,9 +169,9 @@ pub unsafe fn free_classified_or_else<F: FnOnce(*mut u8, NotFreed)>(p: *mut u8, 
 }
 
 /// From now on, for the life of the process, [`free_cached`] frees nothing and
-/// [`stays_in_place`], [`realloc_cached`] and [`usable_size_cached`] say no: every free is classified in full, for a front end that
-/// must see each one (checked mode, counting). A free that runs while this does may
-/// still take the fast path.
+/// [`stays_in_place`], [`realloc_cached`] and [`usable_size_cached`] say no: every free
+/// is classified in full, for a front end that must see each one (checked mode,
+/// counting). A free that runs while this does may still take the fast path.
 pub fn stop_free_cached() {
     slab_map::close();
 }
