@@ -47,8 +47,19 @@ type Listing = Vec<(String, u64)>;
 pub fn plan(args: &BenchArgs, allocators: &[Allocator], built: &Built) -> Result<Plan> {
     let rust = list(&built.rust_bins.join("bench-system"))?;
     let scale = scale(args.ops, &rust)?;
-    let rust_setup = |a: Allocator| match (a, &built.baseline) {
-        (Allocator::Baseline, Some(b)) => Ok((b.rust_program.clone(), None)),
+    // The baseline's own workloads: one this commit added is no row of it.
+    let baseline = match &built.baseline {
+        Some(b) => Some((b, list(&b.rust_program)?)),
+        None => None,
+    };
+    let rust_setup = |a: Allocator, workload: &str| match (a, &baseline) {
+        (Allocator::Baseline, Some((b, listing))) => {
+            if listing.iter().any(|(n, _)| n == workload) {
+                Ok((b.rust_program.clone(), None))
+            } else {
+                Err("the baseline has no such workload".to_string())
+            }
+        }
         _ => Ok((
             built
                 .rust_bins
@@ -67,6 +78,20 @@ pub fn plan(args: &BenchArgs, allocators: &[Allocator], built: &Built) -> Result
         notes: Vec::new(),
         preloads: Vec::new(),
     };
+    if let Some((_, listing)) = &baseline {
+        let missing: Vec<&str> = plan
+            .workloads
+            .iter()
+            .map(|w| w.name.as_str())
+            .filter(|w| !listing.iter().any(|(n, _)| n == w))
+            .collect();
+        if !missing.is_empty() {
+            plan.notes.push(format!(
+                "baseline rows of {} skipped: the baseline has no such workload",
+                missing.join(", ")
+            ));
+        }
+    }
     let c = match &built.c_program {
         Ok(program) => plan_c(&mut plan, program, args, allocators, built, scale)?,
         Err(why) if args.wants_c() => {
@@ -108,7 +133,7 @@ fn plan_musl(
                         .push(format!("musl rows of {} skipped: {why}", a.name()));
                 }
             }
-            let setup = |a: Allocator| bins.program(a).map(|p| (p, None));
+            let setup = |a: Allocator, _: &str| bins.program(a).map(|p| (p, None));
             let workloads = suite(rust, musl::PREFIX, setup, args, allocators, scale);
             plan.workloads.extend(workloads);
         }
@@ -137,7 +162,7 @@ fn plan_c(
         plan.preloads.push((a, lib));
     }
     let preloads = &plan.preloads;
-    let c_setup = |a: Allocator| {
+    let c_setup = |a: Allocator, _: &str| {
         let (_, lib) = preloads
             .iter()
             .find(|(p, _)| *p == a)
@@ -154,7 +179,7 @@ fn plan_c(
 fn suite(
     listing: &Listing,
     prefix: &str,
-    setup: impl Fn(Allocator) -> Result<(PathBuf, Option<PathBuf>), String>,
+    setup: impl Fn(Allocator, &str) -> Result<(PathBuf, Option<PathBuf>), String>,
     args: &BenchArgs,
     allocators: &[Allocator],
     scale: f64,
@@ -173,7 +198,7 @@ fn suite(
                 .iter()
                 .map(|&allocator| Target {
                     allocator,
-                    setup: setup(allocator).map(|(program, preload)| Invocation {
+                    setup: setup(allocator, name).map(|(program, preload)| Invocation {
                         program,
                         args: vec![name.clone(), ops.to_string()],
                         preload,
