@@ -421,7 +421,8 @@ pub fn usable_size(p: *const c_void) -> usize {
 }
 
 /// [`usable_size`] of what the slab map did not know: null, large blocks, sampled blocks,
-/// pointers that are not blocks, and every block in checked mode.
+/// pointers that are not blocks, and every block once checks or counting are on (both
+/// close the slab map).
 #[cold]
 #[inline(never)]
 fn usable_size_missed(p: *const c_void) -> usize {

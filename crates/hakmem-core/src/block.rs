@@ -541,9 +541,10 @@ pub fn stays_in_place(p: *const u8, new_size: usize) -> bool {
 /// one load as `free` finds a block: `p` itself when `new_size` takes the block's class,
 /// else a new block (small, or large past [`GROW_LARGE_FROM`]) with the old one's bytes,
 /// the old one freed, or null when memory is exhausted (the old block untouched).
-/// `None` for anything else (null, a large block, a pointer hakmem never handed out,
-/// misuse; and every pointer once [`crate::stop_free_cached`] ran), which
-/// [`crate::realloc_unsized`] classifies in full.
+/// `None` for anything else (null, a large block, a pointer hakmem never handed out, an
+/// interior pointer; and every pointer once [`crate::stop_free_cached`] ran), which
+/// [`crate::realloc_unsized`] classifies in full. A block freed already still starts a
+/// block in the slab map: resizing it is the caller's misuse, as for `realloc_unsized`.
 ///
 /// A vector grown by doubling moves into the next class at each growth: classified in
 /// full twice (C's `realloc` told a foreign pointer apart, then `realloc_unsized` found
@@ -568,7 +569,8 @@ pub unsafe fn realloc_cached(p: *mut u8, new_size: usize) -> Option<*mut u8> {
     };
     if !q.is_null() {
         // SAFETY: `p` starts a block of class `c` (the slab map's invariant), live and the
-        // caller's, so `block_size(c)` bytes are readable; `q` holds `new_size` bytes.
+        // caller's, so `block_size(c)` bytes are readable; `q` is a fresh block of
+        // `new_size` bytes, handed out while `p` is live, so the two do not overlap.
         unsafe {
             core::ptr::copy_nonoverlapping(p, q, block_size(c).min(new_size));
             free_small::<false>(p, c);

@@ -193,8 +193,9 @@ pub fn cache_capacity(policy: &Policy, block: usize) -> u32 {
 /// `posix_memalign(4096)`, I/O buffers): with one block a medium bin, every other
 /// allocation or free of a 64 KiB block carved or released a span, 1,100 instructions
 /// for the pair, and hakmem took 2.36x tcmalloc's time; 1.86x with this (a held-out C
-/// program, 5 alternated runs, warmed; mimalloc 3 3.4x). `c-large` (16 blocks of
-/// 64 KiB..4 MiB) took 1.011x its time and the same peak RSS (7 alternated runs),
+/// program, 5 alternated runs, warmed; mimalloc 3 3.4x). A miss still carves one span
+/// (`Heap::refill_medium`). `c-large` (16 blocks of 64 KiB..4 MiB) took 1.011x, 1.021x
+/// and 1.023x its time in three sets of 7 alternated runs, the same peak RSS;
 /// `large-written` and `c-string-builders` the same.
 pub const MEDIUM_BIN_BYTES: usize = 256 << 10;
 

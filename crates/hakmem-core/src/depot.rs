@@ -60,7 +60,7 @@ struct Stack {
     len: usize,
     bytes: usize,
     low: usize,
-    /// The batches on top put since the stack's last [`take`] (`fresh <= len`).
+    /// How many batches on top are fresh (see the invariant above).
     fresh: usize,
 }
 
@@ -113,8 +113,8 @@ pub fn take(c: Class) -> Option<Batch> {
     Some(b)
 }
 
-/// The latest batch of class `c` put since the class's last [`take`], now the caller's to
-/// give back to its slabs: a class that only gives blocks back (its objects grew into
+/// The latest batch of class `c` put since the class's last [`take`] (emptying the depot,
+/// `Heap::empty_depot`, takes too), now the caller's to give back to its slabs: a class that only gives blocks back (its objects grew into
 /// other sizes, or the program moved on) keeps no margin it will not use.
 ///
 /// 2000 vectors grown by `realloc` to twice their length pass through classes of 1280

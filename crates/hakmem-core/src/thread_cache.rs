@@ -424,13 +424,7 @@ fn refill_bin<H: ThreadHooks>(c: Class) -> *mut u8 {
     // SAFETY: the thread's own cache (taken anew: the flush went through the bins).
     let bin = unsafe { bin_of(tc, c) };
     grow_capacity(bin, c);
-    // A medium block is a span of its own: carve one, not half a bin's worth of spans the
-    // program may not ask for (`c-large` took 1.03x its time carving two).
-    let want = if is_medium(c) {
-        1
-    } else {
-        (bin.limit as usize / 2).max(1)
-    };
+    let want = (bin.limit as usize / 2).max(1);
     // SAFETY: `h` is this thread's heap.
     let growths = unsafe { (*h).growths() };
     // SAFETY: `h` is this thread's heap.

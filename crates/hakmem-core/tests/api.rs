@@ -141,12 +141,23 @@ fn realloc_cached_resizes_small_blocks_only() {
         let q = realloc_cached(p, 1000).expect("a small block");
         assert!(q != p && usable_size(q) >= 1000);
         common::check(q, 0, 100, 7, "moved to a class");
+        // The old block went back to the thread's cache, the newest of its class.
+        let again = alloc(100, 16);
+        assert_eq!(again, p, "the moved block was not freed");
+        dealloc(again, 100, 16);
         let r = realloc_cached(q, 3 * MIB).expect("a small block");
         assert!(matches!(owner(r), Owner::Large { .. }));
         common::check(r, 0, 100, 7, "moved to a large mapping");
         assert_eq!(realloc_cached(r, 4 * MIB), None);
         let s = alloc(64, 16);
         assert_eq!(realloc_cached(s.add(16), 64), None);
+        // Memory refused: null, and the block stays the caller's, whole.
+        s.write_bytes(9, 64);
+        assert_eq!(
+            realloc_cached(s, isize::MAX as usize),
+            Some(std::ptr::null_mut())
+        );
+        assert!(std::slice::from_raw_parts(s, 64).iter().all(|&b| b == 9));
         let on_stack = 0u64;
         assert_eq!(realloc_cached(&on_stack as *const u64 as *mut u8, 8), None);
         assert_eq!(realloc_cached(std::ptr::null_mut(), 8), None);

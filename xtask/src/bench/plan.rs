@@ -47,19 +47,22 @@ type Listing = Vec<(String, u64)>;
 pub fn plan(args: &BenchArgs, allocators: &[Allocator], built: &Built) -> Result<Plan> {
     let rust = list(&built.rust_bins.join("bench-system"))?;
     let scale = scale(args.ops, &rust)?;
-    // The baseline's own workloads: one this commit added is no row of it.
-    let baseline = match &built.baseline {
-        Some(b) => Some((b, list(&b.rust_program)?)),
-        None => None,
+    // The baseline's own workloads: one this commit added is no row of it. A baseline
+    // whose binary cannot list them runs every row, as before.
+    let baseline_listing = built
+        .baseline
+        .as_ref()
+        .and_then(|b| list(&b.rust_program).ok());
+    let baseline_lacks = |workload: &str| {
+        baseline_listing
+            .as_ref()
+            .is_some_and(|l| !l.iter().any(|(n, _)| n == workload))
     };
-    let rust_setup = |a: Allocator, workload: &str| match (a, &baseline) {
-        (Allocator::Baseline, Some((b, listing))) => {
-            if listing.iter().any(|(n, _)| n == workload) {
-                Ok((b.rust_program.clone(), None))
-            } else {
-                Err("the baseline has no such workload".to_string())
-            }
+    let rust_setup = |a: Allocator, workload: &str| match (a, &built.baseline) {
+        (Allocator::Baseline, Some(_)) if baseline_lacks(workload) => {
+            Err("the baseline has no such workload".to_string())
         }
+        (Allocator::Baseline, Some(b)) => Ok((b.rust_program.clone(), None)),
         _ => Ok((
             built
                 .rust_bins
@@ -78,12 +81,12 @@ pub fn plan(args: &BenchArgs, allocators: &[Allocator], built: &Built) -> Result
         notes: Vec::new(),
         preloads: Vec::new(),
     };
-    if let Some((_, listing)) = &baseline {
+    if built.baseline.is_some() {
         let missing: Vec<&str> = plan
             .workloads
             .iter()
             .map(|w| w.name.as_str())
-            .filter(|w| !listing.iter().any(|(n, _)| n == w))
+            .filter(|w| baseline_lacks(w))
             .collect();
         if !missing.is_empty() {
             plan.notes.push(format!(
