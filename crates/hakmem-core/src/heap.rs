@@ -7,9 +7,9 @@
 //! threads gave back to it, then fresh carving); then remote frees pending anywhere in
 //! the heap's superslabs; then a new slab carved from an owned superslab; then a
 //! superslab abandoned by an exited thread; then one from the shared pool, and before it
-//! maps one, the depot's unused batches go back to their slabs
-//! ([`Heap::release_unused_depot`]), then those put since their class was last taken from
-//! ([`crate::depot::untaken`]), the carve tried again after each.
+//! maps one, the depot's unused batches go back to their slabs, then those put since their
+//! class was last taken from, the carve tried again after each
+//! ([`Heap::carve_from_depot`]).
 //!
 //! Heaps are never unmapped: a heap whose thread exited goes back to a free list for the
 //! next thread, and the list of all heaps lets statistics add up their counters and the
@@ -386,10 +386,11 @@ impl Heap {
         flushed
     }
 
-    /// Give the depot's batches that no thread took since the previous round back to
-    /// their slabs ([`depot::unused`]); whether any went back. Called when the heap finds
-    /// no room for a new slab in its superslabs and the pool has none to give, before the
-    /// process maps more: the memory a class gave up and stopped taking back serves the
+    /// A span of class `c` carved from what the depot gives back, or null: first its
+    /// batches that no thread took since the previous round ([`depot::unused`]), then
+    /// those put since their class was last taken from ([`depot::untaken`]), the carve
+    /// tried after each. Called when the heap finds no room for a new slab in its
+    /// superslabs and the pool has none to give, before the process maps more: the memory a class gave up and stopped taking back serves the
     /// classes that need more, instead of new superslabs. A program that frees a batch
     /// and allocates the next one later, without needing more memory meanwhile, finds it
     /// in the depot still.
@@ -401,9 +402,18 @@ impl Heap {
     /// the depot cost `batch-rev` (200K objects freed together, then allocated again)
     /// 1.07x its time (11 alternated runs); at every superslab taken from the pool,
     /// `large` (medium blocks cycled through one cached superslab) 1.05x (9 runs).
-    pub fn release_unused_depot(&self) -> bool {
+    fn carve_from_depot(&self, c: Class) -> *mut SlabMeta {
         // `unused` says none once the round is over, which starts the next one.
-        self.flush_from_depot(depot::unused, usize::MAX)
+        let releases: [fn(Class) -> Option<depot::Batch>; 2] = [depot::unused, depot::untaken];
+        for next in releases {
+            if self.flush_from_depot(next, usize::MAX) {
+                let meta = self.carve_owned(c, Borrow::Resident);
+                if !meta.is_null() {
+                    return meta;
+                }
+            }
+        }
+        null_mut()
     }
 
     /// Give back the first `n` blocks of the chain of class `c` starting at `first`:
@@ -575,14 +585,8 @@ impl Heap {
             }
         }
         let grows = pool::would_map();
-        if grows && self.release_unused_depot() {
-            let meta = self.carve_owned(c, Borrow::Resident);
-            if !meta.is_null() {
-                return meta;
-            }
-        }
-        if grows && self.flush_from_depot(depot::untaken, usize::MAX) {
-            let meta = self.carve_owned(c, Borrow::Resident);
+        if grows {
+            let meta = self.carve_from_depot(c);
             if !meta.is_null() {
                 return meta;
             }
