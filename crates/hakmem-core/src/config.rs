@@ -175,29 +175,49 @@ pub fn current() -> &'static Policy {
 
 /// Thread cache capacity of a class with blocks of `block` bytes: the profile's bytes over
 /// the block size, clamped to its bounds (32 blocks of 56 KiB at most: 1.75 MiB); but a
-/// medium block (a slab or more) what fits in [`MEDIUM_BIN_BYTES`], at least one, until
-/// the thread's next medium miss (`thread_cache::flush_medium`).
+/// medium block (a slab or more) what fits in [`MEDIUM_BIN_BYTES`], at least one, while
+/// the class is the thread's last medium miss (`thread_cache::flush_medium`).
 pub fn cache_capacity(policy: &Policy, block: usize) -> u32 {
     if block >= crate::size_class::SLAB_SIZE {
-        return ((MEDIUM_BIN_BYTES / block) as u32).max(1);
+        return medium_capacity(MEDIUM_BIN_BYTES, block);
     }
     ((policy.cache_bytes / block) as u32).clamp(policy.cache_min, policy.cache_max)
 }
 
-/// Bytes a bin of a medium class may hold (4 blocks of 64 KiB, 2 of 128 KiB, 1 from
-/// 256 KiB on), in every profile: a miss of any medium class gives them all back
-/// (`thread_cache::flush_medium`), so a program that moves on to other sizes finds their
-/// slabs free.
+/// Capacity of a medium bin that the thread's last medium miss was not of: what fits in
+/// [`MEDIUM_SIDE_BIN_BYTES`], at least one.
+pub fn medium_side_capacity(block: usize) -> u32 {
+    medium_capacity(MEDIUM_SIDE_BIN_BYTES, block)
+}
+
+fn medium_capacity(bytes: usize, block: usize) -> u32 {
+    ((bytes / block) as u32).max(1)
+}
+
+/// Bytes the bin of a medium class may hold while it is the class of the thread's last
+/// medium miss (16 blocks of 64 KiB, 4 of 256 KiB, one of 1 MiB), in every profile. A
+/// medium miss gives back what every medium bin holds and lowers the others to
+/// [`MEDIUM_SIDE_BIN_BYTES`] (`thread_cache::flush_medium`), so a thread holds at most
+/// this plus that much of each other medium class, and a program that moves on to other
+/// sizes finds their slabs free.
+///
+/// 64 buffers of 4..64 KiB replaced at random (`c-io-buffers`): the number of live
+/// 64 KiB blocks wanders by more than 4 either way, and with 256 KiB a bin, 12.3K of
+/// 300K replacements carved a span and as many released one (callgrind: 44.8M
+/// instructions; 35.0M with this, 1,050 carves).
+pub const MEDIUM_BIN_BYTES: usize = 1 << 20;
+
+/// Bytes the bin of a medium class keeps once another medium class missed.
 ///
 /// 64 buffers of 4..64 KiB replaced at random (4 KiB multiples; the same with
 /// `posix_memalign(4096)`, I/O buffers): with one block a medium bin, every other
 /// allocation or free of a 64 KiB block carved or released a span, 1,100 instructions
-/// for the pair, and hakmem took 2.36x tcmalloc's time; 1.86x with this (a held-out C
+/// for the pair, and hakmem took 2.36x tcmalloc's time; 1.86x with 256 KiB (a held-out C
 /// program, 5 alternated runs, warmed; mimalloc 3 3.4x). A miss still carves one span
 /// (`Heap::refill_medium`). `c-large` (16 blocks of 64 KiB..4 MiB) took 1.011x, 1.021x
 /// and 1.023x its time in three sets of 7 alternated runs, the same peak RSS;
 /// `large-written` and `c-string-builders` the same.
-pub const MEDIUM_BIN_BYTES: usize = 256 << 10;
+pub const MEDIUM_SIDE_BIN_BYTES: usize = 256 << 10;
 
 /// The smallest capacity a class of `block` bytes shrinks to (`cache_floor`).
 pub fn min_capacity(policy: &Policy, block: usize) -> u32 {

@@ -342,19 +342,22 @@ unsafe fn shrink_idle(tc: *mut ThreadCache, h: *mut Heap, classes: u64) {
 }
 
 /// Give the blocks in the bins of the medium classes back to their spans, so that the
-/// slabs of each block, alone in its span, serve the next carve whatever its size.
+/// slabs of each block, alone in its span, serve the next carve whatever its size; and
+/// lower the capacity of every medium class but `missed` to
+/// [`config::medium_side_capacity`].
 ///
-/// A medium bin holds up to [`config::MEDIUM_BIN_BYTES`] (one block from 256 KiB on): a
-/// program that frees and allocates a size again takes it back without a slow path, and
-/// one that moves on to other sizes finds what it freed in the free slabs at its next
-/// miss, instead of in 16 bins of one size each. 16 slots of 64 KiB..4 MiB, every page written
-/// (`large-written`): with bins of 2 MiB a class the superslabs of medium blocks held
-/// 32 MiB for about three live blocks (`/proc/self/pagemap` per chunk at the end of a C
-/// replica, 300K operations), 15.5 MiB with empty bins.
+/// The bin of the class that missed grows to [`config::MEDIUM_BIN_BYTES`] as it keeps
+/// missing ([`grow_capacity`]): a program that frees and allocates a size again takes it
+/// back without a slow path, and one that moves on to other sizes finds what it freed in
+/// the free slabs at its next miss, instead of in 16 bins of one size each. 16 slots of
+/// 64 KiB..4 MiB, every page written (`large-written`): with bins of 2 MiB a class the
+/// superslabs of medium blocks held 32 MiB for about three live blocks
+/// (`/proc/self/pagemap` per chunk at the end of a C replica, 300K operations), 15.5 MiB
+/// with empty bins.
 ///
 /// # Safety
 /// `tc` is the calling thread's cache and `h` its heap, held.
-unsafe fn flush_medium(tc: *mut ThreadCache, h: *mut Heap) {
+unsafe fn flush_medium(tc: *mut ThreadCache, h: *mut Heap, missed: Class) {
     // SAFETY: by the caller.
     let t = unsafe { &mut *tc };
     for k in medium_classes() {
@@ -362,6 +365,10 @@ unsafe fn flush_medium(tc: *mut ThreadCache, h: *mut Heap) {
         if !bin.head.is_null() {
             // SAFETY: the bin's blocks are ours; `h` is our heap.
             unsafe { flush_newest(bin, h, k, 0, Heap::flush) };
+        }
+        if k != missed {
+            let side = config::medium_side_capacity(block_size(k));
+            bin.set_limit(bin.limit.min(side));
         }
     }
 }
@@ -419,7 +426,7 @@ fn refill_bin<H: ThreadHooks>(c: Class) -> *mut u8 {
     }
     if is_medium(c) {
         // SAFETY: `tc` and `h` are this thread's.
-        unsafe { flush_medium(tc, h) };
+        unsafe { flush_medium(tc, h, c) };
     }
     // SAFETY: the thread's own cache (taken anew: the flush went through the bins).
     let bin = unsafe { bin_of(tc, c) };
