@@ -109,7 +109,10 @@ pub fn alloc_zeroed(size: usize, align: usize) -> *mut u8 {
 }
 
 /// Free a block whose request `(size, align)` the caller still knows (Rust's `dealloc`):
-/// the class comes from the size, with no lookup.
+/// the class comes from the size, with no lookup. The size must be the request's, not
+/// the block's: the block size of a class with colour (5184 for 5 KiB,
+/// `size_class::COLOUR`) is a request of the next class, and a block freed with it would
+/// go to that class's bin and be handed out as a bigger block.
 ///
 /// # Safety
 /// `p` came from [`alloc`] / [`alloc_zeroed`] / [`realloc`] with this `size` and `align`

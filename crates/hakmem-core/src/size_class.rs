@@ -634,6 +634,21 @@ mod tests {
         }
     }
 
+    /// What `crate::dealloc`'s contract rests on: a sized free names the class by the
+    /// request, and the block size of a class with colour is a request of the next one.
+    #[test]
+    fn a_coloured_block_size_is_a_request_of_the_next_class() {
+        let c = class_of_size(5 << 10).unwrap();
+        assert_eq!(block_size(c), (5 << 10) + COLOUR as usize);
+        assert_eq!(class_of_size(block_size(c)), Some(Class(c.index() + 1)));
+        for c in Class::all() {
+            assert_eq!(
+                class_of_size(nominal_size(block_size(c) as u32) as usize),
+                Some(c)
+            );
+        }
+    }
+
     #[test]
     fn a_power_of_two_and_a_header_take_the_plus_class_up_to_8k() {
         let block = |size| block_size(class_of_size(size).unwrap());
