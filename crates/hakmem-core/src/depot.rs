@@ -107,15 +107,13 @@ pub unsafe fn put(c: Class, batch: Batch) -> bool {
 
 /// The latest batch of class `c`, now the caller's, if there is one.
 pub fn take(c: Class) -> Option<Batch> {
-    let mut s = STACKS[c].lock();
-    let b = s.take_latest()?;
-    s.bytes -= b.len as usize * block_size(c);
-    Some(b)
+    remove(c, Stack::take_latest)
 }
 
 /// The latest batch of class `c` put since the class's last [`take`] (emptying the depot,
-/// `Heap::empty_depot`, takes too), now the caller's to give back to its slabs: a class that only gives blocks back (its objects grew into
-/// other sizes, or the program moved on) keeps no margin it will not use.
+/// `Heap::empty_depot`, takes too), now the caller's to give back to its slabs: a class
+/// that only gives blocks back (its objects grew into other sizes, or the program moved
+/// on) keeps no margin it will not use.
 ///
 /// 2000 vectors grown by `realloc` to twice their length pass through classes of 1280
 /// and 3072 bytes on their way to 7232: each class's depot, drained as the vectors came
@@ -126,10 +124,7 @@ pub fn take(c: Class) -> Option<Batch> {
 /// two puts, so a program that frees a batch and allocates it again keeps it:
 /// `c-batch-rand` 1.010x, `c-batch-fwd` 1.017x (7 and 11 runs), `batch-rand` 0.994x.
 pub fn untaken(c: Class) -> Option<Batch> {
-    let mut s = STACKS[c].lock();
-    let b = s.take_untaken()?;
-    s.bytes -= b.len as usize * block_size(c);
-    Some(b)
+    remove(c, Stack::take_untaken)
 }
 
 /// The oldest batch of class `c` that no thread took since the last call, now the
@@ -139,8 +134,14 @@ pub fn untaken(c: Class) -> Option<Batch> {
 /// gives its blocks back within two rounds, and their slabs, emptied, serve every
 /// class; a class in use keeps the margin it dipped into.
 pub fn unused(c: Class) -> Option<Batch> {
+    remove(c, Stack::take_unused)
+}
+
+/// The batch of class `c` that `how` removes from its stack, now the caller's, with the
+/// stack's byte count lowered by its size.
+fn remove(c: Class, how: fn(&mut Stack) -> Option<Batch>) -> Option<Batch> {
     let mut s = STACKS[c].lock();
-    let b = s.take_unused()?;
+    let b = how(&mut s)?;
     s.bytes -= b.len as usize * block_size(c);
     Some(b)
 }
@@ -154,14 +155,14 @@ impl Stack {
     }
 
     /// The newest batch, for [`take`]: the class is in use, nothing on the stack is
-    /// fresh any more. The caller lowers `bytes`.
+    /// fresh any more. [`remove`] lowers `bytes`.
     fn take_latest(&mut self) -> Option<Batch> {
         let b = self.pop()?;
         self.fresh = 0;
         Some(b)
     }
 
-    /// The newest batch put since the last [`take`] (for [`untaken`]); the caller lowers
+    /// The newest batch put since the last [`take`] (for [`untaken`]); [`remove`] lowers
     /// `bytes`.
     fn take_untaken(&mut self) -> Option<Batch> {
         if self.fresh == 0 {
@@ -171,7 +172,7 @@ impl Stack {
         self.pop()
     }
 
-    /// The newest batch; the caller lowers `bytes`.
+    /// The newest batch; its caller's caller ([`remove`]) lowers `bytes`.
     fn pop(&mut self) -> Option<Batch> {
         if self.len == 0 {
             return None;
@@ -182,7 +183,7 @@ impl Stack {
     }
 
     /// The oldest batch below the low-water mark (for [`unused`]); none when the mark is
-    /// reached, and then the next round's mark starts at what is left. The caller lowers
+    /// reached, and then the next round's mark starts at what is left. [`remove`] lowers
     /// `bytes`.
     fn take_unused(&mut self) -> Option<Batch> {
         if self.low == 0 {

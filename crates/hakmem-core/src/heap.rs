@@ -390,10 +390,10 @@ impl Heap {
     /// batches that no thread took since the previous round ([`depot::unused`]), then
     /// those put since their class was last taken from ([`depot::untaken`]), the carve
     /// tried after each. Called when the heap finds no room for a new slab in its
-    /// superslabs and the pool has none to give, before the process maps more: the memory a class gave up and stopped taking back serves the
-    /// classes that need more, instead of new superslabs. A program that frees a batch
-    /// and allocates the next one later, without needing more memory meanwhile, finds it
-    /// in the depot still.
+    /// superslabs and the pool has none to give, before the process maps more: the memory
+    /// a class gave up and stopped taking back serves the classes that need more, instead
+    /// of new superslabs. A program that frees a batch and allocates the next one later,
+    /// without needing more memory meanwhile, finds it in the depot still.
     ///
     /// A thousand strings grown at once by appends (`c-string-builders`) pass through
     /// every class from 1 KiB to 64 KiB in step, and each class's 2 MiB stayed in the depot
