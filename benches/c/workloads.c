@@ -777,6 +777,51 @@ static uint64_t half_freed(uint64_t ops) {
     return first + (first + 1) / 2;
 }
 
+/* ---- a linked list rebuilt after a shuffled free (benches/src/workloads/list.rs) ---- */
+
+enum { LIST_ROUND = 100000, LIST_WALKS = 4 };
+
+/* A record: a link and three words, 32 bytes. */
+typedef struct record { const struct record *next; uint64_t value, payload[2]; } record_t;
+
+static uint64_t list_walk(const record_t *p) {
+    uint64_t sum = 0;
+    for (; p; p = p->next) sum += p->value;
+    return sum;
+}
+
+/* A list of records built, walked LIST_WALKS times and freed in random order, round
+ * after round: where the next round's records lie decides how fast its walks are. */
+static uint64_t list_rebuild(uint64_t ops) {
+    record_t **records = malloc(LIST_ROUND * sizeof(record_t *));
+    if (!records) abort();
+    rng_t rng = rng_new(31);
+    uint64_t sum = 0;
+    for (uint64_t left = ops; left > 0;) {
+        size_t n = left < LIST_ROUND ? (size_t)left : LIST_ROUND;
+        left -= n;
+        const record_t *head = NULL;
+        for (size_t i = 0; i < n; i++) {
+            record_t *r = malloc(sizeof *r);
+            if (!r) abort();
+            *r = (record_t){ head, i, { i, i } };
+            records[i] = r;
+            head = r;
+        }
+        for (int w = 0; w < LIST_WALKS; w++) sum += list_walk(head);
+        for (size_t i = n - 1; i > 0; i--) { /* Fisher-Yates */
+            size_t j = rng_below(&rng, i + 1);
+            record_t *x = records[i];
+            records[i] = records[j];
+            records[j] = x;
+        }
+        for (size_t i = 0; i < n; i++) free(records[i]);
+    }
+    free(records);
+    sink = (unsigned char)sum;
+    return ops;
+}
+
 typedef struct {
     const char *name;
     uint64_t default_ops;
@@ -809,6 +854,7 @@ static const workload_t WORKLOADS[] = {
     { "c-aligned", 10000000, aligned },
     { "c-io-buffers", 5000000, io_buffers },
     { "c-usable-growth", 6000000, usable_growth },
+    { "c-list-rebuild", 1000000, list_rebuild },
 };
 enum { NUM_WORKLOADS = sizeof WORKLOADS / sizeof WORKLOADS[0] };
 

@@ -75,7 +75,7 @@ fn allocate(batch: &mut Vec<Block>, rng: &mut Rng, n: usize) {
 }
 
 /// Fisher-Yates.
-fn shuffle<T>(items: &mut [T], rng: &mut Rng) {
+pub(super) fn shuffle<T>(items: &mut [T], rng: &mut Rng) {
     for i in (1..items.len()).rev() {
         items.swap(i, rng.below(i + 1));
     }
