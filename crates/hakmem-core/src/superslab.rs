@@ -25,10 +25,12 @@
 //! `remote_pending`.
 
 use crate::chunk_map::{ChunkHeader, CHUNK_SHIFT, CHUNK_SIZE, MAP_FREE, MAP_HEADER, SLABS};
+use crate::misuse::{self, Misuse};
 use crate::os;
 use crate::remote::{Block, RemoteFreeList};
 use crate::size_class::{
-    block_size, span_align_slabs, span_slabs, Class, PerClass, NUM_CLASSES, SLAB_SHIFT, SLAB_SIZE,
+    block_size, span_align_slabs, span_slabs, Class, PerClass, BLOCK_SIZE, MIN_ALIGN, NUM_CLASSES,
+    SLAB_SHIFT, SLAB_SIZE,
 };
 use crate::slab_map;
 use crate::sync::{AtomicU64, AtomicUsize, Ordering};
@@ -43,6 +45,7 @@ pub const USABLE_SLABS: u64 = !1;
 /// Invariant (owner's view): `used` = blocks handed out of this slab to thread caches or
 /// users, *including* blocks sitting on `remote` (they are counted back only when the
 /// owner takes them); `capacity - used` = blocks on `free` (`free_len` of them) + blocks
+/// whose bit is set in the span's bitmap (`bits_len` of them, all below `bump`) + blocks
 /// never carved (`(end - bump) / block_size`). So `used == 0` means every block is home
 /// and no other thread can still touch the slab. Only the owner touches the `Cell` fields.
 ///
@@ -78,7 +81,8 @@ pub const USABLE_SLABS: u64 = !1;
 ///   (see [`RemoteFreeList`]).
 #[repr(C)]
 pub struct SlabMeta {
-    /// Blocks given back by the owner (owner only).
+    /// Blocks given back by the owner in dense stretches ([`SlabMeta::put_stretch`]) and
+    /// blocks collected from `remote` (owner only).
     free: Cell<*mut Block>,
     /// Next never-used block (owner only); blocks are carved lazily so untouched pages
     /// stay out of RSS.
@@ -98,6 +102,9 @@ pub struct SlabMeta {
     remote: RemoteFreeList,
     /// Whether the slab is on its owner's partial list for its class.
     in_partial: Cell<bool>,
+    /// Blocks given back by the owner, as set bits of the span's bitmap (owner only;
+    /// [`SuperSlab`]'s `free_bits`): how many bits are set.
+    bits_len: Cell<u32>,
 }
 
 /// Who owns a superslab: an opaque id chosen by the layer above (a heap's address), or
@@ -171,7 +178,19 @@ pub struct SuperSlab {
     /// [`SuperSlab::init`], since it belongs to the mapping, not to the layout.
     advice: Cell<Advice>,
     slabs: [SlabMeta; SLABS],
+    /// The free bitmap of the span that starts at each slab (owner only): bit `i` set
+    /// iff block `i` of the span was given back by its owner as a scattered block
+    /// ([`SlabMeta::put_stretch`]) and not taken since. Every word of a slab that starts
+    /// no span in use is zero: a fresh mapping's are, a take clears the bits it takes,
+    /// and [`SuperSlab::release_slab`] those that are left. So [`SuperSlab::init`] leaves
+    /// the bitmaps of a recycled superslab as they are, and a slab's words are touched
+    /// only once its blocks are given back scattered.
+    free_bits: [[Cell<u64>; BITMAP_WORDS]; SLABS],
 }
+
+/// Words of a span's free bitmap: a bit for each block of the span with the most, a slab
+/// of 16-byte blocks.
+const BITMAP_WORDS: usize = SLAB_SIZE / MIN_ALIGN / 64;
 
 /// The superslabs a heap owns, in bytes, from which it asks for huge pages for those of
 /// small blocks it carves (in every profile; lean's decommit of a free slab splits the
@@ -231,6 +250,16 @@ enum Advice {
 
 const _: () = assert!(core::mem::size_of::<SuperSlab>() <= SLAB_SIZE);
 const _: () = assert!(core::mem::size_of::<SlabMeta>() == 72);
+// Every span's blocks have a bit: the classes of more than a slab's worth of blocks in a
+// span are the 16-byte class's.
+const _: () = {
+    let mut c = 0;
+    while c < NUM_CLASSES {
+        let cl = Class::new(c);
+        assert!(span_slabs(cl) * SLAB_SIZE / BLOCK_SIZE[c] as usize <= BITMAP_WORDS * 64);
+        c += 1;
+    }
+};
 
 /// A table of `f` over the classes, built at compile time.
 macro_rules! per_class {
@@ -244,6 +273,18 @@ macro_rules! per_class {
         PerClass(t)
     }};
 }
+
+/// `ceil(2^64 / block size)` of each class: the index of a block in its span is the high
+/// word of its offset times this ([`SlabMeta::put_stretch`]).
+static RECIPROCAL: PerClass<u64> = {
+    let mut t = [0u64; NUM_CLASSES];
+    let mut c = 0;
+    while c < NUM_CLASSES {
+        t[c] = u64::MAX / BLOCK_SIZE[c] as u64 + 1;
+        c += 1;
+    }
+    PerClass(t)
+};
 
 /// Span length of each class ([`span_slabs`]), as a table.
 static SPAN: PerClass<u8> = per_class!(span_slabs);
@@ -410,6 +451,7 @@ impl SuperSlab {
         let capacity = n * SLAB_SIZE / size;
         meta.free.set(null_mut());
         meta.free_len.set(0);
+        meta.bits_len.set(0);
         meta.bump.set(start);
         meta.end.set(start + capacity * size);
         meta.used.set(0);
@@ -430,6 +472,15 @@ impl SuperSlab {
         debug_assert_eq!(meta.used.get(), 0);
         let first = self.index_of(meta);
         let n = SPAN[meta.class()] as usize;
+        if meta.bits_len.get() != 0 {
+            // The bitmap of a span not in use is zero (`free_bits`), and every block of
+            // this one is free: its set bits go.
+            let blocks = (meta.end.get() - self.slab_start(first)) / block_size(meta.class());
+            for w in &self.free_bits[first][..blocks.div_ceil(64)] {
+                w.set(0);
+            }
+            meta.bits_len.set(0);
+        }
         slab_map::clear_span(self.slab_start(first), n);
         for i in first..first + n {
             self.header.class_map[i].store(MAP_FREE, Ordering::Relaxed);
@@ -618,11 +669,21 @@ impl SlabMeta {
         self.has_freed() || self.bump.get() < self.end.get()
     }
 
-    /// Whether the free list holds a block (one freed here, or collected from the remote
-    /// list), leaving the uncarved end aside.
+    /// Whether a block freed here, or collected from the remote list, waits on the free
+    /// list or in the bitmap, leaving the uncarved end aside.
     #[inline]
     pub fn has_freed(&self) -> bool {
-        !self.free.get().is_null()
+        !self.free.get().is_null() || self.bits_len.get() != 0
+    }
+
+    /// The span's start and its free bitmap (`SuperSlab::free_bits`).
+    #[inline(always)]
+    fn span_bits(&self) -> (usize, &[Cell<u64>; BITMAP_WORDS]) {
+        // SAFETY: a `SlabMeta` lies in the header of the superslab at its chunk's base,
+        // mapped while the slab is in use (its owner calls here).
+        let ss = unsafe { &*(self.chunk_base() as *const SuperSlab) };
+        let i = ss.index_of(self);
+        (ss.slab_start(i), &ss.free_bits[i])
     }
 
     /// The start of the superslab this slab lies in: its metadata sits in the header.
@@ -631,11 +692,13 @@ impl SlabMeta {
         ((self as *const SlabMeta as usize) & !(CHUNK_SIZE - 1)) as *mut u8
     }
 
-    /// Take blocks: the whole free list when there is one, without walking it (a list
-    /// freed in random order, or by another thread, is a chain of cache misses, which
-    /// the caller's pops then overlap with its own work; cutting `want` blocks off it
-    /// waited on each of them in turn, three quarters of `Heap::refill`'s time in
-    /// `c-batch-rand`); otherwise up to `want` (>= 1) carved fresh from the slab's
+    /// Take blocks: up to `want` (>= 1) of those whose bits are set in the span's bitmap,
+    /// lowest addresses first ([`SlabMeta::put_stretch`] says why); else the whole free
+    /// list when there is one, without walking it (a list freed by another thread is a
+    /// chain of cache misses, which the caller's pops then overlap with its own work;
+    /// cutting `want` blocks off a list freed in random order waited on each of them in
+    /// turn, three quarters of `Heap::refill`'s time in `c-batch-rand`, before such
+    /// blocks went to the bitmap); otherwise up to `want` carved fresh from the slab's
     /// untouched end. Returns `(first, count)`, the chain null-terminated; count 0 when
     /// the slab has none. A whole list is at most one span: 4,096 blocks of 16 B, one
     /// 64 KiB slab for the classes up to 32 KiB, 2 to 6 blocks for the larger ones.
@@ -643,6 +706,11 @@ impl SlabMeta {
     /// # Safety
     /// The caller owns the slab.
     pub unsafe fn take(&self, want: usize) -> (*mut Block, usize) {
+        let in_bits = self.bits_len.get() as usize;
+        if in_bits > 0 {
+            // SAFETY: by the caller; `1 <= k <= bits_len`.
+            return unsafe { self.take_bits(want.clamp(1, in_bits)) };
+        }
         let len = self.free_len.get() as usize;
         let first = self.free.get();
         if len > 0 {
@@ -668,6 +736,108 @@ impl SlabMeta {
         self.bump.set(bump + k * size);
         self.used.set(self.used.get() + k as u32);
         (bump as *mut Block, k)
+    }
+
+    /// Take the `k` blocks of lowest address whose bits are set, linked in address order
+    /// and null-terminated, clearing their bits.
+    ///
+    /// # Safety
+    /// The caller owns the slab, and `1 <= k <= bits_len`.
+    unsafe fn take_bits(&self, k: usize) -> (*mut Block, usize) {
+        let (start, bits) = self.span_bits();
+        let size = block_size(self.class());
+        let mut first: *mut Block = null_mut();
+        let mut tail: *mut *mut Block = &raw mut first;
+        let mut left = k;
+        let mut w = 0;
+        while left > 0 {
+            // `bits_len` bits are set, so `k` are found before the last word.
+            let cell = &bits[w % BITMAP_WORDS];
+            let mut word = cell.get();
+            while word != 0 && left > 0 {
+                let p = (start + (w * 64 + word.trailing_zeros() as usize) * size) as *mut Block;
+                word &= word - 1;
+                // SAFETY: `tail` is `first` or the link of the block taken before; `p` is a
+                // free block of this span (its bit was set), ours to link.
+                unsafe {
+                    *tail = p;
+                    tail = &raw mut (*p).next;
+                }
+                left -= 1;
+            }
+            cell.set(word);
+            w += 1;
+        }
+        // SAFETY: `tail` is the last block's link (`k >= 1`).
+        unsafe { *tail = null_mut() };
+        self.bits_len.set(self.bits_len.get() - k as u32);
+        self.used.set(self.used.get() + k as u32);
+        (first, k)
+    }
+
+    /// Give back a stretch of `len` (>= 1) blocks of this span that the owner holds,
+    /// linked from `first` to `last`: a dense stretch (its ends at most two block sizes a
+    /// block apart) goes in front of the free list as it is; the blocks of any other set
+    /// their bits in the span's bitmap.
+    ///
+    /// A lone block, or a few scattered over the span, is what a batch freed in random
+    /// order gives back, and their bits are what makes [`SlabMeta::take`] hand them out
+    /// again in address order: a program that frees a structure at random and builds the
+    /// next one gets the new one laid out in order. `list-rebuild` (a list of 100K
+    /// records freed at random, built again and walked) took 0.30x the time it took with
+    /// free lists alone (7 alternated runs of `bench-hakmem list-rebuild`; mimalloc 3
+    /// 0.25x); of 1M blocks of 32 B allocated after a shuffled free, 99.9 % lay right
+    /// after the one before, where 55 % and 2.7 % did in the second and third rounds.
+    /// A dense stretch was freed in the order it was allocated, or in reverse, or every
+    /// other block so, and is in order already: one update splices it whole. Setting the
+    /// bits of every stretch cost `c-half-freed` 10.9 % more instructions than free lists
+    /// alone (33.3M against 30.0M, callgrind, 300K operations); with dense stretches
+    /// spliced, 2.9 %.
+    ///
+    /// A block whose bit is set already was given back twice without being handed out
+    /// between: a double free, reported (naming the block) before it could be handed
+    /// out twice.
+    ///
+    /// # Safety
+    /// The caller owns the slab, and the chain's blocks are blocks of it, handed out.
+    #[inline]
+    pub unsafe fn put_stretch(&self, first: *mut Block, last: *mut Block, len: u32) {
+        let c = self.class();
+        if len > 1 && (last as usize).abs_diff(first as usize) <= 2 * len as usize * block_size(c) {
+            // SAFETY: by the caller.
+            return unsafe { self.put_chain(first, last, len) };
+        }
+        // Spans start at a multiple of their alignment, so a block's offset in its span is
+        // its address under this mask, and the span's first slab the rest of its offset
+        // in the chunk.
+        let mask = SuperSlab::span_align_bytes(c) - 1;
+        let slab = (first as usize & (CHUNK_SIZE - 1) & !mask) >> SLAB_SHIFT;
+        // SAFETY: a `SlabMeta` lies in the header of the superslab at its chunk's base,
+        // mapped while the slab is in use (its owner calls here).
+        let bits = unsafe { &(*(self.chunk_base() as *const SuperSlab)).free_bits[slab % SLABS] };
+        let m = RECIPROCAL[c];
+        let mut p = first;
+        let mut left = len;
+        loop {
+            // The block's index in the span: its offset over the block size, exact for
+            // offsets that are multiples of it (`m` is `ceil(2^64 / size)`).
+            let i = (((p as usize & mask) as u128 * m as u128) >> 64) as usize;
+            let cell = &bits[(i / 64) % BITMAP_WORDS];
+            let (word, bit) = (cell.get(), 1 << (i % 64));
+            if word & bit != 0 {
+                // Free already: given back twice without being handed out between.
+                misuse::report_misuse(p.cast(), Misuse::DoubleFree, Some(c));
+            }
+            cell.set(word | bit);
+            left -= 1;
+            if left == 0 {
+                break;
+            }
+            // SAFETY: one of the stretch's `len` blocks, not the last, so linked to the next.
+            p = unsafe { (*p).next };
+        }
+        self.bits_len.set(self.bits_len.get() + len);
+        self.used.set(self.used.get() - len);
     }
 
     /// Put back a chain of `len` blocks that the owner holds, linked from `first` to
@@ -798,25 +968,43 @@ mod tests {
             assert_eq!(meta.used(), 10);
             assert_eq!(ss.header.entry(first as usize), c.map_entry());
             assert!(core::ptr::eq(ss.meta_of(first as usize, c), meta));
-            let give_back = |chain: *mut Block| {
-                let mut p = chain;
-                while !p.is_null() {
-                    let next = (*p).next;
-                    meta.put_chain(p, p, 1);
-                    p = next;
-                }
-            };
-            give_back(first);
-            assert_eq!(meta.used(), 0);
-            // Ten blocks on the free list: a refill takes them whole, however few it wants.
+            // The ten in scattered order: they come back lowest address first.
+            let blocks: [*mut Block; 10] = core::array::from_fn(|i| first.byte_add(i * 48));
+            for i in [7, 2, 9, 0, 4, 1, 8, 3, 6, 5] {
+                meta.put_stretch(blocks[i], blocks[i], 1);
+            }
+            assert_eq!((meta.used(), meta.bits_len.get()), (0, 10));
             let (list, n) = meta.take(3);
-            assert_eq!((n, meta.used()), (10, 10));
-            // With the list empty, up to `want` are carved where carving stopped.
+            assert_eq!((n, meta.used()), (3, 3));
+            assert_eq!(list, blocks[0]);
+            assert_eq!((*list).next, blocks[1]);
+            assert_eq!((*(*list).next).next, blocks[2]);
+            assert!((*blocks[2]).next.is_null());
+            let (rest, n) = meta.take(usize::MAX);
+            assert_eq!((rest, n, meta.used()), (blocks[3], 7, 10));
+            // With no bit set and no list, up to `want` are carved where carving stopped.
             let (carved, n) = meta.take(5);
             assert_eq!((n, meta.used()), (5, 15));
             assert_eq!(carved as usize, first as usize + 10 * 48);
-            give_back(list);
-            give_back(carved);
+            // A dense stretch goes on the free list whole, and a refill takes it whole,
+            // however few it wants.
+            meta.put_stretch(list, blocks[2], 3);
+            assert_eq!((meta.used(), meta.bits_len.get()), (12, 0));
+            assert_eq!(meta.take(1), (list, 3));
+            // Three blocks far apart are no dense stretch: their bits are set.
+            let far = [blocks[0], blocks[9], carved.byte_add(4 * 48)];
+            (*far[0]).next = far[1];
+            (*far[1]).next = far[2];
+            meta.put_stretch(far[0], far[2], 3);
+            assert_eq!((meta.used(), meta.bits_len.get()), (12, 3));
+            let (got, n) = meta.take(usize::MAX);
+            assert_eq!((got, n), (blocks[0], 3));
+            assert_eq!(((*got).next, (*(*got).next).next), (blocks[9], far[2]));
+            // All fifteen handed out, back alone.
+            for p in (0..15).map(|i| first.byte_add(i * 48)) {
+                meta.put_stretch(p, p, 1);
+            }
+            assert_eq!((meta.used(), meta.bits_len.get()), (0, 15));
             let (_, listed) = meta.take(usize::MAX);
             let (_, rest) = meta.take(usize::MAX);
             assert_eq!((listed, listed + rest), (15, cap));
@@ -831,9 +1019,29 @@ mod tests {
             // The remote block joined the free list, which is taken whole.
             assert_eq!(meta.take(5), (b, 1));
             assert_eq!(meta.used() as usize, cap);
-            // Release a slab: it becomes dirty, then decommitted once aged.
+            // A span released with bits set is carved again with none: its blocks are
+            // carved from its start.
             let other = &*ss.carve_slab(c, false, Borrow::Resident);
+            let (b, n) = other.take(4);
+            assert_eq!(n, 4);
+            let mut p = b;
+            while !p.is_null() {
+                let next = (*p).next;
+                other.put_stretch(p, p, 1);
+                p = next;
+            }
+            assert_eq!((other.used(), other.bits_len.get()), (0, 4));
             let _ = ss.release_slab(other);
+            let again = &*ss.carve_slab(c, false, Borrow::Resident);
+            assert!(core::ptr::eq(again, other));
+            assert_eq!(again.take(usize::MAX), (b, cap));
+            let words = &ss.free_bits[ss.index_of(again)];
+            assert!(words.iter().all(|w| w.get() == 0));
+            // All of them back at once, in order: a dense stretch.
+            again.put_stretch(b, b.byte_add((cap - 1) * 48), cap as u32);
+            assert_eq!((again.used(), again.bits_len.get()), (0, 0));
+            // Release a slab: it becomes dirty, then decommitted once aged.
+            let _ = ss.release_slab(again);
             assert_eq!(ss.decommit_free(os::Decommit::Now, true), 0);
             assert_eq!(ss.decommit_free(os::Decommit::Now, true), SLAB_SIZE);
             assert_eq!(ss.decommit_free(os::Decommit::Now, false), 0);

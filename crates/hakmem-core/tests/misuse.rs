@@ -27,6 +27,7 @@ fn main() {
             double_free_of_a_pair_half_aborts,
             free_of_an_ended_pair_half_aborts,
             free_inside_a_small_block_aborts,
+            double_free_of_a_scattered_small_block_aborts,
         ],
     )
 }
@@ -77,6 +78,13 @@ fn free_inside_a_small_block_aborts() {
     expect_abort("small-interior", "not the start of a live block");
 }
 
+/// A small block freed twice, with another freed between (so not at the head of the
+/// thread's bin, which `free` compares), both given back to the slab when the thread
+/// exits: the slab's bitmap has the block's bit set already.
+fn double_free_of_a_scattered_small_block_aborts() {
+    expect_abort("small-double", "double free");
+}
+
 /// The child: the misuse of `case`.
 fn child(case: &str) {
     let on_stack = [0u8; 64];
@@ -109,6 +117,15 @@ fn child(case: &str) {
                 free(hi);
             }
             "small-interior" => small_interior(),
+            "small-double" => std::thread::spawn(|| {
+                // Far apart in one slab: no dense stretch, so each sets its bit.
+                let blocks: Vec<usize> = (0..1000).map(|_| alloc(48, 16) as usize).collect();
+                for i in [0, 500, 0, 999] {
+                    free(blocks[i] as *mut u8);
+                }
+            })
+            .join()
+            .expect("the thread"),
             _ => panic!("unknown case {case}"),
         }
     }
