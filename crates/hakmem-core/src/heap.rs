@@ -418,8 +418,8 @@ impl Heap {
 
     /// Give back the first `n` blocks of the chain of class `c` starting at `first`:
     /// blocks of our own slabs to their slabs ([`SlabMeta::put_stretch`]), others on their
-    /// slab's remote list (one push per run of blocks of the same slab). Returns the rest of the chain (the
-    /// block after the `n`-th), which stays the caller's.
+    /// slab's remote list (one push per run of blocks of the same slab). Returns the rest
+    /// of the chain (the block after the `n`-th), which stays the caller's.
     ///
     /// # Safety
     /// The chain has at least `n` blocks, each a handed-out block of class `c`; the caller
