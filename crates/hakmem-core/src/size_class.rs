@@ -471,6 +471,14 @@ pub fn block_start(addr: usize, byte: usize) -> Option<Class> {
     (((addr & mask) as u64).wrapping_mul(m) < m).then(|| Class(byte.wrapping_sub(1)))
 }
 
+/// `ceil(2^64 / block size)` of class `c` (the `m` of [`block_start`]): the high word of
+/// an offset that is a multiple of the block size times it is that multiple, the
+/// block's index, with no division.
+#[inline(always)]
+pub fn reciprocal(c: Class) -> u64 {
+    BLOCK_START[c.index() + 1].1
+}
+
 /// The class of the block starting at `addr`, inside a span whose class-map byte is
 /// `entry`; `None` if `addr` starts no block (always for a byte that is not a class).
 #[inline(always)]

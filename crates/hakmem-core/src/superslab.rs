@@ -29,8 +29,8 @@ use crate::misuse::{self, Misuse};
 use crate::os;
 use crate::remote::{Block, RemoteFreeList};
 use crate::size_class::{
-    block_size, span_align_slabs, span_slabs, Class, PerClass, BLOCK_SIZE, MIN_ALIGN, NUM_CLASSES,
-    SLAB_SHIFT, SLAB_SIZE,
+    block_size, reciprocal, span_align_slabs, span_slabs, Class, PerClass, BLOCK_SIZE, MIN_ALIGN,
+    NUM_CLASSES, SLAB_SHIFT, SLAB_SIZE,
 };
 use crate::slab_map;
 use crate::sync::{AtomicU64, AtomicUsize, Ordering};
@@ -273,18 +273,6 @@ macro_rules! per_class {
         PerClass(t)
     }};
 }
-
-/// `ceil(2^64 / block size)` of each class: the index of a block in its span is the high
-/// word of its offset times this ([`SlabMeta::put_stretch`]).
-static RECIPROCAL: PerClass<u64> = {
-    let mut t = [0u64; NUM_CLASSES];
-    let mut c = 0;
-    while c < NUM_CLASSES {
-        t[c] = u64::MAX / BLOCK_SIZE[c] as u64 + 1;
-        c += 1;
-    }
-    PerClass(t)
-};
 
 /// Span length of each class ([`span_slabs`]), as a table.
 static SPAN: PerClass<u8> = per_class!(span_slabs);
@@ -676,14 +664,18 @@ impl SlabMeta {
         !self.free.get().is_null() || self.bits_len.get() != 0
     }
 
-    /// The span's start and its free bitmap (`SuperSlab::free_bits`).
+    /// The span's start and its free bitmap (`SuperSlab::free_bits`). Spans start at a
+    /// multiple of their alignment, so the start is the span's last block's end (inside
+    /// the span) rounded down to it, and the span's first slab what is left of the
+    /// start's offset in the chunk: no division by the metadata's size.
     #[inline(always)]
     fn span_bits(&self) -> (usize, &[Cell<u64>; BITMAP_WORDS]) {
+        let start = (self.end.get() - 1) & !(SuperSlab::span_align_bytes(self.class()) - 1);
+        let slab = (start & (CHUNK_SIZE - 1)) >> SLAB_SHIFT;
         // SAFETY: a `SlabMeta` lies in the header of the superslab at its chunk's base,
         // mapped while the slab is in use (its owner calls here).
         let ss = unsafe { &*(self.chunk_base() as *const SuperSlab) };
-        let i = ss.index_of(self);
-        (ss.slab_start(i), &ss.free_bits[i])
+        (start, &ss.free_bits[slab % SLABS])
     }
 
     /// The start of the superslab this slab lies in: its metadata sits in the header.
@@ -807,21 +799,13 @@ impl SlabMeta {
             // SAFETY: by the caller.
             return unsafe { self.put_chain(first, last, len) };
         }
-        // Spans start at a multiple of their alignment, so a block's offset in its span is
-        // its address under this mask, and the span's first slab the rest of its offset
-        // in the chunk.
-        let mask = SuperSlab::span_align_bytes(c) - 1;
-        let slab = (first as usize & (CHUNK_SIZE - 1) & !mask) >> SLAB_SHIFT;
-        // SAFETY: a `SlabMeta` lies in the header of the superslab at its chunk's base,
-        // mapped while the slab is in use (its owner calls here).
-        let bits = unsafe { &(*(self.chunk_base() as *const SuperSlab)).free_bits[slab % SLABS] };
-        let m = RECIPROCAL[c];
+        let (start, bits) = self.span_bits();
+        let m = reciprocal(c);
         let mut p = first;
         let mut left = len;
         loop {
-            // The block's index in the span: its offset over the block size, exact for
-            // offsets that are multiples of it (`m` is `ceil(2^64 / size)`).
-            let i = (((p as usize & mask) as u128 * m as u128) >> 64) as usize;
+            // The block's index in the span: its offset over the block size.
+            let i = (((p as usize - start) as u128 * m as u128) >> 64) as usize;
             let cell = &bits[(i / 64) % BITMAP_WORDS];
             let (word, bit) = (cell.get(), 1 << (i % 64));
             if word & bit != 0 {

@@ -6,6 +6,9 @@
 //! round and 2.7 % in the third (99.9 % with the bitmap), and a linked list built of
 //! them took 10 to 60 times as long to walk (`list-rebuild`).
 
+#[path = "../../hakmem/tests/common/mod.rs"]
+mod common;
+
 use hakmem_core::{alloc, dealloc};
 
 const SIZE: usize = 32;
@@ -20,17 +23,6 @@ fn in_sequence(blocks: &[*mut u8]) -> f64 {
     next as f64 / (blocks.len() - 1) as f64
 }
 
-/// A permutation of `v`, by a fixed xorshift (Fisher-Yates).
-fn shuffle<T>(v: &mut [T]) {
-    let mut s = 0x9e37_79b9_7f4a_7c15u64;
-    for i in (1..v.len()).rev() {
-        s ^= s << 13;
-        s ^= s >> 7;
-        s ^= s << 17;
-        v.swap(i, (s % (i as u64 + 1)) as usize);
-    }
-}
-
 #[test]
 fn blocks_freed_at_random_come_back_in_address_order() {
     std::thread::spawn(|| {
@@ -39,7 +31,7 @@ fn blocks_freed_at_random_come_back_in_address_order() {
             let mut blocks: Vec<*mut u8> = (0..BLOCKS).map(|_| alloc(SIZE, 16)).collect();
             assert!(blocks.iter().all(|p| !p.is_null()));
             shares.push(in_sequence(&blocks));
-            shuffle(&mut blocks);
+            common::shuffle(&mut blocks);
             for p in blocks {
                 // SAFETY: live blocks of `SIZE`, each freed once.
                 unsafe { dealloc(p, SIZE, 16) };

@@ -101,7 +101,7 @@ fn run_case(case: &str) {
     };
     let peak = rss();
     if shape.scattered {
-        shuffle(&mut blocks);
+        common::shuffle(&mut blocks);
     }
     let free_all = move || {
         for b in blocks {
@@ -128,17 +128,6 @@ struct Block(*mut u8);
 
 // SAFETY: the block is handed over whole; only the receiving thread uses it.
 unsafe impl Send for Block {}
-
-/// Fisher-Yates with a fixed xorshift, so every run frees in the same order.
-fn shuffle<T>(v: &mut [T]) {
-    let mut x = 0x9e37_79b9_7f4a_7c15_u64;
-    for i in (1..v.len()).rev() {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        v.swap(i, (x % (i as u64 + 1)) as usize);
-    }
-}
 
 fn main() {
     harness::main(

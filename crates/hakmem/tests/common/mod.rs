@@ -195,6 +195,17 @@ impl Rng {
     }
 }
 
+/// Fisher-Yates with a fixed xorshift, so every run gives the same order.
+pub fn shuffle<T>(v: &mut [T]) {
+    let mut x = 0x9e37_79b9_7f4a_7c15_u64;
+    for i in (1..v.len()).rev() {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        v.swap(i, (x % (i as u64 + 1)) as usize);
+    }
+}
+
 /// `HAKMEM_TEST_SCALE` (default 1): multiply iteration counts by it for a longer soak.
 pub fn scale() -> usize {
     std::env::var("HAKMEM_TEST_SCALE")
