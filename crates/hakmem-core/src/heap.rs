@@ -22,7 +22,7 @@ use crate::pool;
 use crate::remote::Block;
 use crate::retain;
 use crate::size_class::{block_size, is_medium, Class, PerClass, NUM_CLASSES, SLAB_SIZE};
-use crate::superslab::{is_wide_class, Borrow, Fit, OwnerId, SlabMeta, SuperSlab};
+use crate::superslab::{is_wide_class, Borrow, Fit, OwnerId, SlabMeta, SpanGeometry, SuperSlab};
 use crate::sync::{AtomicIsize, AtomicPtr, Ordering, SpinGuard, SpinLock};
 use core::cell::Cell;
 use core::ptr::null_mut;
@@ -427,30 +427,47 @@ impl Heap {
     pub unsafe fn flush(&self, c: Class, first: *mut Block, n: usize) -> *mut Block {
         let me = self.id();
         let mut run = RemoteRun::EMPTY;
-        let span = SuperSlab::span_align_bytes(c);
+        let g = SpanGeometry::of(c);
         let mut p = first;
         let mut left = n;
         while left > 0 {
-            // A stretch: the blocks from `p` on that lie in its span ([`Stretch`]). Its
-            // length is counted from `left` afterwards, one instruction less a block.
-            let (head, mut last, before) = (p, p, left);
+            // A stretch: the blocks from `p` on that lie in its span ([`Stretch`]).
+            let head = p;
             // SAFETY: `p` is one of the first `n` blocks, ours until given away.
-            let mut next = unsafe { (*p).next };
+            p = unsafe { (*head).next };
             left -= 1;
-            while left > 0 && (next as usize ^ head as usize) < span {
-                last = next;
-                // SAFETY: as above, the next of the first `n`.
-                next = unsafe { (*next).next };
+            if left == 0 || !g.same_span(p as usize, head as usize) {
+                // A lone block, what a batch freed in random order gives back, takes a
+                // path of its own, where the stretch's length is known to be one:
+                // `c-list-rebuild` took 59.4M instructions against 65.4M through the
+                // loop below (callgrind, 300K operations).
+                let stretch = Stretch {
+                    first: head,
+                    last: head,
+                    len: 1,
+                };
+                // SAFETY: the block is ours to give back.
+                unsafe { self.give_stretch(&g, &stretch, me, &mut run) };
+                continue;
+            }
+            let (mut last, before) = (p, left + 1);
+            // SAFETY: as above, the next of the first `n`.
+            p = unsafe { (*p).next };
+            left -= 1;
+            while left > 0 && g.same_span(p as usize, head as usize) {
+                last = p;
+                // SAFETY: as above.
+                p = unsafe { (*p).next };
                 left -= 1;
             }
+            // Its length is counted from `left` afterwards, one instruction less a block.
             let stretch = Stretch {
                 first: head,
                 last,
                 len: (before - left) as u32,
             };
             // SAFETY: the stretch's blocks are ours to give back.
-            unsafe { self.give_stretch(c, &stretch, me, &mut run) };
-            p = next;
+            unsafe { self.give_stretch(&g, &stretch, me, &mut run) };
         }
         // SAFETY: the run's blocks are ours to give away.
         unsafe { run.push() };
@@ -462,20 +479,20 @@ impl Heap {
         p
     }
 
-    /// Give back a stretch of a flushed chain of class `c` ([`Stretch`]): to its slab when
+    /// Give back a stretch of a flushed chain of class `g`'s ([`Stretch`]): to its slab when
     /// the slab is ours ([`SlabMeta::put_stretch`]; then release the slab if that emptied
     /// it), else into `run`, for the slab's remote list.
     ///
     /// # Safety
     /// The stretch is a chain of blocks of one slab, handed out, that the caller gives up.
     #[inline(always)]
-    unsafe fn give_stretch(&self, c: Class, s: &Stretch, me: OwnerId, run: &mut RemoteRun) {
+    unsafe fn give_stretch(&self, g: &SpanGeometry, s: &Stretch, me: OwnerId, run: &mut RemoteRun) {
         // SAFETY: a handed-out block lies in a live superslab.
         let ss = unsafe { &*SuperSlab::of(s.first as usize) };
-        let meta = ss.meta_of(s.first as usize, c);
+        let meta = ss.meta_of(s.first as usize, g);
         if ss.owner() == me {
             // SAFETY: we own the slab, and the chain's blocks are handed out.
-            unsafe { meta.put_stretch(s.first, s.last, s.len) };
+            unsafe { meta.put_stretch(g, s.first, s.last, s.len) };
             // A superslab given back here has no block left in the chain.
             let _ = self.after_return(ss, meta);
         } else {
