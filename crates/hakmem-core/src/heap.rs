@@ -1105,13 +1105,16 @@ impl RemoteRun {
     /// Add the chain of `len` blocks of `meta`'s slab from `first` to `last`, pushing the
     /// run first if it is another slab's.
     ///
-    /// # Safety
-    /// The caller gives the chain up; the run's blocks are the caller's.
-    ///
     /// Not inlined: in `Heap::flush`, the run's fields then stay in memory instead of
     /// taking registers from the loop over our own blocks (callgrind, 300K operations:
     /// `c-list-rebuild` 58.1M instructions against 59.4M, `c-batch-xthread`, whose
-    /// blocks are all another thread's, 47.3M against 48.0M).
+    /// blocks are all another thread's, 47.3M against 48.0M). A thread that only frees
+    /// others' blocks pays the call: `producer-consumer`'s flushes took 46.7M
+    /// instructions against 44.4M before the lone block's path (`bench-hakmem
+    /// producer-consumer 2000000`); inlining only the same-slab case made it 48.5M.
+    ///
+    /// # Safety
+    /// The caller gives the chain up; the run's blocks are the caller's.
     #[inline(never)]
     unsafe fn add(&mut self, meta: &SlabMeta, first: *mut Block, last: *mut Block, len: u32) {
         if !core::ptr::eq(self.meta, meta) {
