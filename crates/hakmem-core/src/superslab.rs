@@ -850,6 +850,7 @@ impl SlabMeta {
         last: *mut Block,
         len: u32,
     ) {
+        debug_assert!(g.class == self.class(), "a geometry of another class");
         if len > 1 && (last as usize).abs_diff(first as usize) <= 2 * len as usize * g.size {
             // SAFETY: by the caller.
             return unsafe { self.put_chain(first, last, len) };
