@@ -1107,9 +1107,10 @@ impl RemoteRun {
     ///
     /// Not inlined: in `Heap::flush`, the run's fields then stay in memory instead of
     /// taking registers from the loop over our own blocks (callgrind, 300K operations:
-    /// `c-list-rebuild` 58.1M instructions against 59.4M, `c-batch-xthread`, whose
-    /// blocks are all another thread's, 47.3M against 48.0M). A thread that only frees
-    /// others' blocks pays the call: `producer-consumer`'s flushes took 46.7M
+    /// `c-list-rebuild` 58.1M instructions against 59.4M, `c-batch-rand` 69.1M against
+    /// 70.2M; `c-batch-xthread`, whose blocks are all another thread's, 47.33M against
+    /// 47.21-47.29M). A thread that only frees others' blocks pays the call:
+    /// `producer-consumer`'s flushes took 46.7M
     /// instructions against 44.4M before the lone block's path (`bench-hakmem
     /// producer-consumer 2000000`); inlining only the same-slab case made it 48.5M.
     ///
