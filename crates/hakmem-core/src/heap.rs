@@ -441,13 +441,8 @@ impl Heap {
                 // path of its own, where the stretch's length is known to be one:
                 // `c-list-rebuild` took 59.4M instructions against 65.4M through the
                 // loop below (callgrind, 300K operations).
-                let stretch = Stretch {
-                    first: head,
-                    last: head,
-                    len: 1,
-                };
                 // SAFETY: the block is ours to give back.
-                unsafe { self.give_stretch(&g, &stretch, me, &mut run) };
+                unsafe { self.give_lone(&g, head, me, &mut run) };
                 continue;
             }
             let (mut last, before) = (p, left + 1);
@@ -499,6 +494,28 @@ impl Heap {
             // SAFETY: the chain is ours to give away, and of `meta`'s slab.
             unsafe { run.add(meta, s.first, s.last, s.len) };
         }
+    }
+
+    /// [`Heap::give_stretch`] for a stretch of one block, `p`, whose span's slab index
+    /// [`SuperSlab::put_lone`] finds once for its metadata and its bitmap. (Through
+    /// `give_stretch`, with the length known to be one, the compiler keeps the class's
+    /// reciprocal on the stack: 57.86M instructions for `c-list-rebuild`, against 57.50M
+    /// here; callgrind, 300K operations.)
+    ///
+    /// # Safety
+    /// `p` is a handed-out block of `g`'s class that the caller gives up.
+    #[inline(always)]
+    unsafe fn give_lone(&self, g: &SpanGeometry, p: *mut Block, me: OwnerId, run: &mut RemoteRun) {
+        // SAFETY: a handed-out block lies in a live superslab.
+        let ss = unsafe { &*SuperSlab::of(p as usize) };
+        if ss.owner() != me {
+            // SAFETY: the block is ours to give away, and of its slab.
+            return unsafe { run.add(ss.meta_of(p as usize, g), p, p, 1) };
+        }
+        // SAFETY: we own the slab, and the block is handed out.
+        let meta = unsafe { ss.put_lone(g, p) };
+        // A superslab given back here has no block left in the chain.
+        let _ = self.after_return(ss, meta);
     }
 
     /// After blocks came back to `meta`: release it when empty, else make it findable.

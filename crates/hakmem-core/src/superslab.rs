@@ -589,6 +589,28 @@ impl SuperSlab {
         SPAN_ALIGN[c] as usize * SLAB_SIZE
     }
 
+    /// Give back `p`, one handed-out block of class `g` in a span of this superslab that
+    /// the caller owns, to its span's bitmap ([`SlabMeta::put_stretch`], for a stretch of
+    /// one); returns the span's metadata. The span's slab index is found once, for its
+    /// metadata and its bitmap alike: `c-list-rebuild`, whose flushes give back lone
+    /// blocks, takes 57.5M instructions, against 58.1M through `put_stretch`, which finds
+    /// the bitmap from the metadata's address (callgrind, 300K operations), at the same
+    /// speed (9 alternated runs).
+    ///
+    /// # Safety
+    /// The caller owns the span holding `p`, a handed-out block of it, which it gives up.
+    #[inline(always)]
+    pub unsafe fn put_lone(&self, g: &SpanGeometry, p: *mut Block) -> &SlabMeta {
+        let start = g.start(p as usize);
+        let slab = (start >> SLAB_SHIFT) & (SLABS - 1);
+        let meta = &self.slabs[slab];
+        debug_assert!(g.class == meta.class(), "a geometry of another class");
+        set_free_bit(&self.free_bits[slab], g, p, start);
+        meta.bits_len.set(meta.bits_len.get() + 1);
+        meta.used.set(meta.used.get() - 1);
+        meta
+    }
+
     /// Metadata of the span starting at slab `i`.
     pub fn meta(&self, i: usize) -> &SlabMeta {
         &self.slabs[i]
@@ -631,6 +653,20 @@ impl SuperSlab {
         }
         self.remote_pending.swap(0, Ordering::Acquire)
     }
+}
+
+/// Set the bit of `p`, a block of class `g` in the span starting at `start`, in the span's
+/// free bitmap `bits`; a bit set already is a double free, reported.
+#[inline(always)]
+fn set_free_bit(bits: &[Cell<u64>; BITMAP_WORDS], g: &SpanGeometry, p: *mut Block, start: usize) {
+    let i = g.index(p as usize, start);
+    let cell = &bits[(i / 64) % BITMAP_WORDS];
+    let (word, bit) = (cell.get(), 1 << (i % 64));
+    if word & bit != 0 {
+        // Free already: given back twice without being handed out between.
+        misuse::report_misuse(p.cast(), Misuse::DoubleFree, Some(g.class));
+    }
+    cell.set(word | bit);
 }
 
 fn span_mask(first: usize, n: usize) -> u64 {
@@ -860,14 +896,7 @@ impl SlabMeta {
         let mut p = first;
         let mut left = len;
         loop {
-            let i = g.index(p as usize, start);
-            let cell = &bits[(i / 64) % BITMAP_WORDS];
-            let (word, bit) = (cell.get(), 1 << (i % 64));
-            if word & bit != 0 {
-                // Free already: given back twice without being handed out between.
-                misuse::report_misuse(p.cast(), Misuse::DoubleFree, Some(g.class));
-            }
-            cell.set(word | bit);
+            set_free_bit(bits, g, p, start);
             left -= 1;
             if left == 0 {
                 break;
