@@ -578,7 +578,7 @@ impl SuperSlab {
     /// Metadata of the span holding `addr`, a block of `g`'s class in this superslab.
     #[inline(always)]
     pub fn meta_of(&self, addr: usize, g: &SpanGeometry) -> &SlabMeta {
-        &self.slabs[(g.start(addr) >> SLAB_SHIFT) & (SLABS - 1)]
+        &self.slabs[slab_index(g.start(addr))]
     }
 
     /// The alignment of the spans of class `c`, in bytes: a power of two, so that two
@@ -602,7 +602,7 @@ impl SuperSlab {
     #[inline(always)]
     pub unsafe fn put_lone(&self, g: &SpanGeometry, p: *mut Block) -> &SlabMeta {
         let start = g.start(p as usize);
-        let slab = (start >> SLAB_SHIFT) & (SLABS - 1);
+        let slab = slab_index(start);
         let meta = &self.slabs[slab];
         debug_assert!(g.class == meta.class(), "a geometry of another class");
         set_free_bit(&self.free_bits[slab], g, p, start);
@@ -653,6 +653,13 @@ impl SuperSlab {
         }
         self.remote_pending.swap(0, Ordering::Acquire)
     }
+}
+
+/// The index in its superslab of the slab starting at `start` (any address in the slab
+/// will do), in bounds of the slab tables.
+#[inline(always)]
+fn slab_index(start: usize) -> usize {
+    (start >> SLAB_SHIFT) & (SLABS - 1)
 }
 
 /// Set the bit of `p`, a block of class `g` in the span starting at `start`, in the span's
@@ -756,11 +763,10 @@ impl SlabMeta {
     /// metadata's size.
     #[inline(always)]
     fn bits_at(&self, start: usize) -> &[Cell<u64>; BITMAP_WORDS] {
-        let slab = (start & (CHUNK_SIZE - 1)) >> SLAB_SHIFT;
         // SAFETY: a `SlabMeta` lies in the header of the superslab at its chunk's base,
         // mapped while the slab is in use (its owner calls here).
         let ss = unsafe { &*(self.chunk_base() as *const SuperSlab) };
-        &ss.free_bits[slab % SLABS]
+        &ss.free_bits[slab_index(start)]
     }
 
     /// The start of the superslab this slab lies in: its metadata sits in the header.
