@@ -217,7 +217,7 @@ pub static BLOCK_SIZE: [u32; NUM_CLASSES] = compute_block_sizes();
 /// Largest size whose class is one load from [`CLASS_TABLE`]; past it the class is
 /// arithmetic ([`class_past_table`]), which needs every doubling to have the same four
 /// classes: so at least the last plus class (8256 B, [`PLUS`]).
-pub const CLASS_TABLE_MAX: usize = 32 << 10;
+pub const CLASS_TABLE_MAX: usize = 64 << 10;
 const _: () = assert!(CLASS_TABLE_MAX >= plus_size(1 << *PLUS.end()) as usize);
 // The table's last slot is `CLASS_TABLE_MAX / 16`: a size up to it must not round past it.
 const _: () = assert!(CLASS_TABLE_MAX % 16 == 0);
@@ -249,20 +249,26 @@ const fn compute_table() -> [u8; CLASS_TABLE_MAX / 16 + 1] {
 }
 
 /// `CLASS_TABLE[(size + 15) / 16]` is the class of `size` for `size <= CLASS_TABLE_MAX`:
-/// 2049 bytes, of which the sizes up to [`TABLE_MAX`] use the first 65.
+/// 4097 bytes, of which the sizes up to [`TABLE_MAX`] use the first 65.
 ///
-/// Why a table, and why to 32 KiB: with the plus classes, some doublings have five
-/// classes, so arithmetic alone no longer gives the class; a table of doublings read on
-/// the way (a load, then arithmetic on it, at `8a524ff`) took `mid-large` (8..32 KiB)
-/// 1.13-1.20x the time of the arithmetic before the plus classes. One load from this table is
-/// shorter than either. It reaches 32 KiB, not just 8256 B, because the test that picks
-/// table or arithmetic is a branch: at 8256 B it went either way at random for a program
-/// whose sizes spread over both sides (`wide-churn`, 16 B..32 KiB: 0.0776 s against
-/// 0.0702), while few programs spread their sizes across 32 KiB. `bench-hakmem WORKLOAD
-/// 5000000`, 9 alternated rounds (pages 7), this table against `8a524ff` and `7f1e74a`
-/// (no plus classes): `mid-large` 0.0185 s against 0.0252 and 0.0210, `wide-churn`
-/// 0.0560 against 0.0702 and 0.0689, `pages` 0.0542 against 0.0672; callgrind, 1M
-/// operations, `mid-large` 103.1M instructions against 136.1M and 120.7M.
+/// Why a table: with the plus classes, some doublings have five classes, so arithmetic
+/// alone no longer gives the class; a table of doublings read on the way (a load, then
+/// arithmetic on it, at `8a524ff`) took `mid-large` (8..32 KiB) 1.13-1.20x the time of
+/// the arithmetic before the plus classes. One load from this table is shorter than
+/// either: `bench-hakmem WORKLOAD 5000000`, 9 alternated rounds, `mid-large` 0.0185 s
+/// against 0.0252 and 0.0210 (`7f1e74a`, no plus classes), `wide-churn` 0.0560 against
+/// 0.0702 and 0.0689; callgrind, 1M operations, `mid-large` 103.1M instructions against
+/// 136.1M and 120.7M.
+///
+/// Why to 64 KiB: the test that picks table or arithmetic is a branch, which goes either
+/// way at random for a program whose sizes spread over both sides of it. At 8256 B it
+/// cost `wide-churn` (16 B..32 KiB) 0.0776 s against 0.0702; at 32 KiB it cost the
+/// programs that cycle I/O buffers of 4..64 KiB, a power of two each (`io-buffers`),
+/// their lead: `c-io-buffers` took 1.12-1.19x tcmalloc's time, and 64 KiB in the table
+/// took it to 0.99x (10M operations, 9 alternated runs: 0.0799 s against 0.0995 and
+/// tcmalloc's 0.0809), and `io-buffers` 0.69x its time (7 runs: 0.0382 s against 0.0554).
+/// Past 64 KiB each block has a span of its own and sizes spread over megabytes, where a
+/// table would grow by a byte for each 16 bytes.
 static CLASS_TABLE: [u8; CLASS_TABLE_MAX / 16 + 1] = compute_table();
 
 /// The class of a request of `size` bytes with alignment at most [`MIN_ALIGN`], or `None`
