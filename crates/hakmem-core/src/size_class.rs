@@ -255,10 +255,11 @@ const fn compute_table() -> [u8; CLASS_TABLE_MAX / 16 + 1] {
 /// alone no longer gives the class; a table of doublings read on the way (a load, then
 /// arithmetic on it, at `8a524ff`) took `mid-large` (8..32 KiB) 1.13-1.20x the time of
 /// the arithmetic before the plus classes. One load from this table is shorter than
-/// either: `bench-hakmem WORKLOAD 5000000`, 9 alternated rounds, `mid-large` 0.0185 s
-/// against 0.0252 and 0.0210 (`7f1e74a`, no plus classes), `wide-churn` 0.0560 against
-/// 0.0702 and 0.0689; callgrind, 1M operations, `mid-large` 103.1M instructions against
-/// 136.1M and 120.7M.
+/// either: `bench-hakmem WORKLOAD 5000000`, 9 alternated rounds (pages 7), this table
+/// against `8a524ff` and `7f1e74a` (no plus classes): `mid-large` 0.0185 s against 0.0252
+/// and 0.0210, `wide-churn` 0.0560 against 0.0702 and 0.0689, `pages` 0.0542 against
+/// 0.0672; callgrind, 1M operations, `mid-large` 103.1M instructions against 136.1M and
+/// 120.7M.
 ///
 /// Why to 64 KiB: the test that picks table or arithmetic is a branch, which goes either
 /// way at random for a program whose sizes spread over both sides of it. At 8256 B it
