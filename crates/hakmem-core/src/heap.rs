@@ -431,8 +431,8 @@ impl Heap {
         let mut p = first;
         let mut left = n;
         // `left` counts the blocks from `p` on that are among the first `n`. The last one,
-        // which has no next among them to compare, is given back after the loop, so the
-        // loop's test that the next is among them is the test that it runs again.
+        // which has no next among them to compare with, is given back after the loop, so
+        // the loop's own test (`left > 1`) also says that `p`'s next is among them.
         while left > 1 {
             // A stretch: the blocks from `p` on that lie in its span ([`Stretch`]).
             let head = p;
