@@ -1,6 +1,7 @@
 //! `cargo xtask bench --write-docs`: the run's table, stamped with the commit, the time
 //! and the machine, replaces what stands between the markers in docs/BENCHMARKS.md, and
-//! its chart replaces docs/bench-chart.svg. A run with the profile rows
+//! its chart replaces docs/bench-chart.svg; what `--confirm` measured again (or that it
+//! did not run) replaces the `confirm` section of the same page. A run with the profile rows
 //! (`hakmem-balanced`, `hakmem-lean`) writes their ratios over fast into
 //! docs/MEMORY.md instead.
 
@@ -18,6 +19,8 @@ use crate::shared::Paths;
 /// The section's name: its markers are `<!-- bench:begin -->` and `<!-- bench:end -->`.
 const SECTION: &str = "bench";
 const PAGE: &str = "docs/BENCHMARKS.md";
+/// The rows measured again (`--confirm`): `<!-- confirm:begin -->` ... in the same page.
+const CONFIRM_SECTION: &str = "confirm";
 const CHART: &str = "docs/bench-chart.svg";
 /// The profile rows' section: `<!-- profiles:begin -->` ... in docs/MEMORY.md.
 const PROFILES_SECTION: &str = "profiles";
@@ -29,6 +32,7 @@ pub fn write(
     summaries: &[Summary],
     notes: &[String],
     chart: &Path,
+    confirmed: &str,
 ) -> Result<()> {
     if report::has_profile_rows(summaries) {
         write_marked(
@@ -42,6 +46,7 @@ pub fn write(
     }
     let section = section(paths, meta, summaries, notes);
     write_marked(paths, PAGE, SECTION, &section)?;
+    write_marked(paths, PAGE, CONFIRM_SECTION, confirmed)?;
     std::fs::copy(chart, paths.root.join(CHART)).with_context(|| format!("writing {CHART}"))?;
     println!("wrote the results into {PAGE} and {CHART}");
     Ok(())

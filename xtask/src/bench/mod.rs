@@ -5,6 +5,7 @@
 mod baseline;
 pub mod build;
 mod chart;
+mod confirm;
 pub mod docs;
 mod meta;
 pub mod mimalloc3;
@@ -73,6 +74,11 @@ pub struct BenchArgs {
     /// `--write-docs`.
     #[arg(long, conflicts_with = "write_docs")]
     baseline: Option<String>,
+    /// Then run this many more interleaved rounds of each workload where hakmem's median
+    /// time is over 1.10x the best allocator's or over mimalloc's, with only hakmem, that
+    /// best allocator and mimalloc, and report both measurements (`bench/confirm.rs`).
+    #[arg(long, default_value_t = 0, value_name = "ROUNDS")]
+    confirm: usize,
 }
 
 impl BenchArgs {
@@ -135,23 +141,43 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
     let outcomes = run::run_all(&plan, args.runs(), timeout, before, args.profile);
     let summaries = summary::summarize(&plan, outcomes);
     report::print_table(&summaries, &plan.notes);
+    let again = (args.confirm > 0 && !report::has_profile_rows(&summaries)).then(|| {
+        let recheck = confirm::plan(&plan, &confirm::over_target(&summaries));
+        let outcomes = run::run_all(&recheck, args.confirm, timeout, before, args.profile);
+        summary::summarize(&recheck, outcomes)
+    });
+    if let Some(again) = &again {
+        println!(
+            "\nmeasured again ({} rounds):\n{}",
+            args.confirm,
+            confirm::table(&summaries, again)
+        );
+    }
     let dir = output::run_dir(&paths.bench(), &started.machine)?;
     report::write_all(&dir, &started, &summaries, &plan.notes)?;
+    if let Some(again) = &again {
+        report::write_again(&dir, again)?;
+    }
     chart::write(&dir.join("chart.svg"), &summaries, &allocators)?;
     if args.write_docs {
+        let confirmed = confirm::section(args.confirm, &summaries, again.as_deref());
         docs::write(
             &paths,
             &started,
             &summaries,
             &plan.notes,
             &dir.join("chart.svg"),
+            &confirmed,
         )?;
     }
     println!(
         "\nresults: {}/{{results.json,results.csv,chart.svg}}",
         dir.display()
     );
-    let failed = summaries.iter().any(|s| !s.failures.is_empty());
+    let failed = summaries
+        .iter()
+        .chain(again.iter().flatten())
+        .any(|s| !s.failures.is_empty());
     Ok(if failed {
         ExitCode::FAILURE
     } else {

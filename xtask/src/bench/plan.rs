@@ -18,6 +18,7 @@ pub struct Invocation {
     pub preload: Option<PathBuf>,
 }
 
+#[derive(Clone)]
 pub struct Target {
     pub allocator: Allocator,
     /// The command line, or why this pair is skipped.

@@ -227,6 +227,12 @@ pub fn write_all(dir: &Path, meta: &Meta, summaries: &[Summary], notes: &[String
     output::write(dir, "results.csv", csv(summaries)?)
 }
 
+/// Write `again.csv`: the summaries of `--confirm`'s second measurement, in the columns
+/// of `results.csv`.
+pub fn write_again(dir: &Path, again: &[Summary]) -> Result<()> {
+    output::write(dir, "again.csv", csv(again)?)
+}
+
 fn csv(summaries: &[Summary]) -> Result<String> {
     const HEADER: [&str; 15] = [
         "workload",
