@@ -9,6 +9,7 @@
 use std::fmt::Write as _;
 
 use super::plan::{Plan, WorkloadPlan};
+use super::report;
 use super::summary::{self, Stats, Summary};
 use crate::shared::table::align;
 use crate::shared::Allocator;
@@ -33,7 +34,7 @@ pub fn over_target(summaries: &[Summary]) -> Vec<Recheck> {
         let Some((hakmem, best, mimalloc)) = figures(workload) else {
             continue;
         };
-        if !is_over(hakmem, best.stats.as_ref(), mimalloc) {
+        if !is_over(hakmem, stats(best), mimalloc) {
             continue;
         }
         let mut allocators = vec![Allocator::Hakmem];
@@ -51,12 +52,15 @@ pub fn over_target(summaries: &[Summary]) -> Vec<Recheck> {
 }
 
 /// Whether hakmem's figures are over a target against the best allocator's and
-/// mimalloc's (either may be missing).
-fn is_over(hakmem: &Stats, best: Option<&Stats>, mimalloc: Option<&Stats>) -> bool {
-    let slower = |other: Option<&Stats>, by: f64| {
-        other.is_some_and(|o| hakmem.median_secs > o.median_secs * by)
-    };
-    slower(best, TIME_TARGET) || slower(mimalloc, 1.0)
+/// mimalloc's (if it ran).
+fn is_over(hakmem: &Stats, best: &Stats, mimalloc: Option<&Stats>) -> bool {
+    hakmem.median_secs > best.median_secs * TIME_TARGET
+        || mimalloc.is_some_and(|m| hakmem.median_secs > m.median_secs)
+}
+
+/// The figures of a summary [`summary::best`] chose, which has them.
+fn stats(best: &Summary) -> &Stats {
+    best.stats.as_ref().expect("the best allocator has figures")
 }
 
 /// One workload's figures: hakmem's, the best allocator's summary, mimalloc's (if it ran);
@@ -127,7 +131,7 @@ pub fn table(first: &[Summary], again: &[Summary]) -> String {
         let ranges = workload
             .iter()
             .filter_map(|s| s.stats.as_ref().map(|st| (s.allocator, st)))
-            .map(|(a, st)| format!("{} {}", a.name(), median_and_range(st)))
+            .map(|(a, st)| format!("{} {}", a.name(), report::median_and_range(st, 4)))
             .collect::<Vec<_>>()
             .join("; ");
         rows.push([
@@ -138,7 +142,7 @@ pub fn table(first: &[Summary], again: &[Summary]) -> String {
                 format!("{:.2}x", hakmem.median_secs / m.median_secs.max(1e-9))
             }),
             ranges,
-            if is_over(hakmem, best.stats.as_ref(), mimalloc) {
+            if is_over(hakmem, stats(best), mimalloc) {
                 "yes"
             } else {
                 "no"
@@ -151,22 +155,10 @@ pub fn table(first: &[Summary], again: &[Summary]) -> String {
 
 /// `1.23x tcmalloc`: hakmem's median time over the best allocator's, and which that is.
 fn over_best(hakmem: &Stats, best: &Summary) -> String {
-    let secs = best.stats.as_ref().map_or(f64::NAN, |b| b.median_secs);
     format!(
         "{:.2}x {}",
-        hakmem.median_secs / secs.max(1e-9),
+        hakmem.median_secs / stats(best).median_secs.max(1e-9),
         best.allocator.name()
-    )
-}
-
-/// `0.0123 (0.0110..0.0150)`: the median run time and the fastest and slowest runs'.
-fn median_and_range(st: &Stats) -> String {
-    let ops = st.median_ops_per_sec * st.median_secs;
-    format!(
-        "{:.4} ({:.4}..{:.4})",
-        st.median_secs,
-        ops / st.max_ops_per_sec,
-        ops / st.min_ops_per_sec
     )
 }
 

@@ -130,15 +130,7 @@ pub fn hakmem_vs_baseline(summaries: &[Summary]) -> String {
             .find(|s| s.allocator == a)
             .and_then(|s| s.stats.clone())
     };
-    let range = |s: &Stats| {
-        let ops = s.median_ops_per_sec * s.median_secs;
-        format!(
-            "{:.3} ({:.3}..{:.3})",
-            s.median_secs,
-            ops / s.max_ops_per_sec,
-            ops / s.min_ops_per_sec
-        )
-    };
+    let range = |s: &Stats| median_and_range(s, 3);
     for workload in summaries.chunk_by(|a, b| a.workload == b.workload) {
         let (Some(now), Some(base)) = (
             stats(workload, Allocator::Hakmem),
@@ -154,6 +146,18 @@ pub fn hakmem_vs_baseline(summaries: &[Summary]) -> String {
         ]);
     }
     align(&rows, 1)
+}
+
+/// `0.012 (0.011..0.015)`: the median run time and the fastest and slowest runs', in
+/// seconds with `digits` decimals.
+pub fn median_and_range(s: &Stats, digits: usize) -> String {
+    let ops = s.median_ops_per_sec * s.median_secs;
+    format!(
+        "{:.digits$} ({:.digits$}..{:.digits$})",
+        s.median_secs,
+        ops / s.max_ops_per_sec,
+        ops / s.min_ops_per_sec
+    )
 }
 
 fn row(workload: &str, s: &Summary) -> [String; 9] {
