@@ -287,12 +287,13 @@ pub unsafe fn free_or_else<const CHECKED: bool, F: FnOnce(*mut u8, NotFreed)>(
 /// gives up, or any other pointer, which is left alone.
 #[inline(always)]
 pub unsafe fn free_cached(p: *mut u8) -> bool {
-    let Some(c) = slab_map::block_start_class(p as usize) else {
+    let Some(b) = slab_map::block_start_byte(p as usize) else {
         return false;
     };
-    // SAFETY: `p` starts a block of class `c` in a carved span (the slab map's
-    // invariant), a live block by the caller.
-    unsafe { free_small::<false>(p, c) };
+    // SAFETY: `p` starts a block of `b`'s class in a carved span (the slab map's
+    // invariant), a live block by the caller; plain mode, so `free_small` would add
+    // nothing.
+    unsafe { thread_cache::free_mapped::<Hooks>(p, b) };
     true
 }
 

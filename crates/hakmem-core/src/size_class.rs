@@ -447,8 +447,8 @@ static ALIGNED_TABLE: [u8; ALIGNED_ROWS * ALIGNED_ROW] = {
     t
 };
 
-/// Per slab-map byte (a class's index plus one, [`crate::slab_map`]; a class-map entry
-/// plus one, wrapping, [`block_start_class`]): for a class, the mask that gives an
+/// Per class's index plus one (a [`MapByte`] over two; a class-map entry plus one,
+/// wrapping, [`block_start_class`]): for a class, the mask that gives an
 /// address's offset from its span's start (spans start at a multiple of
 /// [`span_align_slabs`], a medium span holds one block), and
 /// `ceil(2^64 / block size)`, with which `offset * m < m` (wrapping) holds iff the block
@@ -468,14 +468,64 @@ static BLOCK_START: [(usize, u64); 256] = {
     t
 };
 
-/// The class of the block starting at `addr`, inside a span whose slab-map byte is `byte`
-/// (the class's index plus one); `None` if `addr` starts no block (always for a byte
-/// that is not a class).
+/// The class of the block starting at `addr`, inside a span of the class whose index plus
+/// one is `i`; `None` if `addr` starts no block (always for an `i` that is no class's).
 #[inline(always)]
-pub fn block_start(addr: usize, byte: usize) -> Option<Class> {
-    let (mask, m) = BLOCK_START[byte];
-    // `m` is 0 for every byte that is no class, so a `Some` holds a class.
-    (((addr & mask) as u64).wrapping_mul(m) < m).then(|| Class(byte.wrapping_sub(1)))
+pub fn block_start(addr: usize, i: usize) -> Option<Class> {
+    starts_block(addr, i).then(|| Class(i.wrapping_sub(1)))
+}
+
+/// Whether `addr` starts a block of the class whose index plus one is `i` (false for an `i`
+/// that is no class's: its `m` is 0).
+#[inline(always)]
+fn starts_block(addr: usize, i: usize) -> bool {
+    let (mask, m) = BLOCK_START[i];
+    ((addr & mask) as u64).wrapping_mul(m) < m
+}
+
+/// A class as the slab map keeps it ([`crate::slab_map`]): twice its index plus two, an
+/// even byte from 2 to 128 (0, no class, is not a `MapByte`). Times 8 it is the class's
+/// index plus one times 16: the offset of its [`BLOCK_START`] entry, and the end of its
+/// bin in the thread cache, whose bins are 16 bytes. x86 scales an index by 8 within the
+/// address, so C's `free` goes from the byte it loads to both with no shift: the next
+/// allocation of the class waits for the bin's address (the free's store to the bin is
+/// what it loads), and each instruction between the byte and that address was a cycle
+/// of every `malloc` + `free` pair in a loop (`c-fixed-size`, see `slab_map::lookup`).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct MapByte(usize);
+
+impl MapByte {
+    /// The byte of class `c`.
+    pub const fn of(c: Class) -> MapByte {
+        MapByte(2 * (c.0 + 1))
+    }
+
+    /// The class.
+    #[inline(always)]
+    pub fn class(self) -> Class {
+        Class(self.0 / 2 - 1)
+    }
+
+    /// The byte, as the slab map stores it.
+    pub fn byte(self) -> u8 {
+        self.0 as u8
+    }
+
+    /// The class's index plus one, times 16: `byte * 8`, one scaled index.
+    #[inline(always)]
+    pub fn times_eight(self) -> usize {
+        self.0 * 8
+    }
+}
+
+/// The class of the block starting at `addr`, inside a span whose slab-map byte is
+/// `byte`; `None` if `addr` starts no block (always for a byte that is no [`MapByte`]: 0,
+/// or any odd byte, which the map never holds).
+#[inline(always)]
+pub fn block_start_mapped(addr: usize, byte: usize) -> Option<MapByte> {
+    // Where the caller has told the compiler that the byte is even (`slab_map::lookup`),
+    // the test of the low bit takes no instruction.
+    (byte % 2 == 0 && starts_block(addr, byte / 2)).then_some(MapByte(byte))
 }
 
 /// `ceil(2^64 / block size)` of class `c` (the `m` of [`block_start`]): the high word of
@@ -574,6 +624,24 @@ pub const fn span_align_slabs(c: Class) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_map_byte_is_even_and_scales_to_its_class() {
+        // A span of every class may start here: 32 slabs, 2 MiB, aligned.
+        let start = 0x7a_0000_0000usize;
+        for c in Class::all() {
+            let b = MapByte::of(c);
+            assert_eq!(b.byte() % 2, 0, "{c:?}");
+            assert_eq!(b.class(), c);
+            assert_eq!(b.times_eight(), (c.index() + 1) * 16);
+            let byte = b.byte() as usize;
+            assert_eq!(block_start_mapped(start, byte), Some(b));
+            assert_eq!(block_start_mapped(start + block_size(c), byte), Some(b));
+            assert_eq!(block_start_mapped(start + 8, byte), None, "interior");
+            assert_eq!(block_start_mapped(start, byte + 1), None, "odd");
+        }
+        assert_eq!(block_start_mapped(start, 0), None);
+    }
 
     #[test]
     fn block_sizes_are_increasing_multiples_of_16() {

@@ -14,7 +14,9 @@ use crate::heap::Heap;
 use crate::misuse::{self, Misuse};
 use crate::remote::Block;
 use crate::retain;
-use crate::size_class::{block_size, is_medium, medium_classes, Class, PerClass, NUM_CLASSES};
+use crate::size_class::{
+    block_size, is_medium, medium_classes, Class, MapByte, PerClass, NUM_CLASSES,
+};
 use crate::tls;
 use core::ptr::null_mut;
 
@@ -191,9 +193,43 @@ fn prefetch(b: *mut Block) {
 /// `p` is a handed-out block of class `c`, which the caller gives up.
 #[inline(always)]
 pub unsafe fn free<H: ThreadHooks>(p: *mut u8, c: Class) {
-    let tc = cache();
-    // SAFETY: the thread's own cache, which no other reference reaches meanwhile.
-    let bin = unsafe { bin_of(tc, c) };
+    // SAFETY: the thread's own cache, which no other reference reaches meanwhile; `p` by
+    // the caller.
+    unsafe { push::<H>(p, bin_of(cache(), c)) }
+}
+
+/// [`free`] of a block whose class comes as the slab map keeps it: the bin's address is
+/// the byte times 8 past the cache's start, less one bin, with no shift between the
+/// byte's load and the push ([`MapByte`] says why that counts).
+///
+/// # Safety
+/// As for [`free`], `p` a block of `b`'s class.
+#[inline(always)]
+pub unsafe fn free_mapped<H: ThreadHooks>(p: *mut u8, b: MapByte) {
+    // SAFETY: the thread's own bin, which no other reference reaches meanwhile; `p` by
+    // the caller.
+    unsafe { push::<H>(p, &mut *bin_of_mapped(cache(), b)) }
+}
+
+/// The bin of `b`'s class in the cache at `tc`: `b.times_eight()` is the class's index
+/// plus one times 16, the end of its bin (bins of 16 bytes from the cache's start, which
+/// the assertion checks), so the address is one scaled index and a displacement.
+#[inline(always)]
+fn bin_of_mapped(tc: *mut ThreadCache, b: MapByte) -> *mut Bin {
+    const _: () =
+        assert!(core::mem::size_of::<Bin>() == 16 && core::mem::offset_of!(ThreadCache, bins) == 0);
+    tc.cast::<u8>()
+        .wrapping_add(b.times_eight() - 16)
+        .cast::<Bin>()
+}
+
+/// Push the freed block `p` on `bin`, flushing when that overflows it.
+///
+/// # Safety
+/// `bin` is the calling thread's bin of `p`'s class; `p` a handed-out block the caller
+/// gives up.
+#[inline(always)]
+unsafe fn push<H: ThreadHooks>(p: *mut u8, bin: &mut Bin) {
     let b = p as *mut Block;
     if b == bin.head {
         // The block is already the newest in this cache: a double free, caught for the
@@ -672,6 +708,17 @@ fn flush_all<H: ThreadHooks>() {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_slab_maps_byte_reaches_the_bin_of_its_class() {
+        let mut tc = core::mem::MaybeUninit::<ThreadCache>::zeroed();
+        let tc = tc.as_mut_ptr();
+        for c in Class::all() {
+            // SAFETY: `tc` is a zeroed cache, a valid one; only addresses are compared.
+            let bin: *mut Bin = unsafe { bin_of(tc, c) };
+            assert_eq!(bin_of_mapped(tc, MapByte::of(c)), bin, "{c:?}");
+        }
+    }
 
     #[test]
     fn a_flush_gives_back_half_a_small_bin_and_at_most_the_newest_64() {
