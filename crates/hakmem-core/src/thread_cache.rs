@@ -193,8 +193,7 @@ fn prefetch(b: *mut Block) {
 /// `p` is a handed-out block of class `c`, which the caller gives up.
 #[inline(always)]
 pub unsafe fn free<H: ThreadHooks>(p: *mut u8, c: Class) {
-    // SAFETY: the thread's own cache, which no other reference reaches meanwhile; `p` by
-    // the caller.
+    // SAFETY: the thread's own bin; `p` by the caller.
     unsafe { push::<H>(p, bin_of(cache(), c)) }
 }
 
@@ -206,9 +205,8 @@ pub unsafe fn free<H: ThreadHooks>(p: *mut u8, c: Class) {
 /// As for [`free`], `p` a block of `b`'s class.
 #[inline(always)]
 pub unsafe fn free_mapped<H: ThreadHooks>(p: *mut u8, b: MapByte) {
-    // SAFETY: the thread's own bin, which no other reference reaches meanwhile; `p` by
-    // the caller.
-    unsafe { push::<H>(p, &mut *bin_of_mapped(cache(), b)) }
+    // SAFETY: the thread's own bin; `p` by the caller.
+    unsafe { push::<H>(p, bin_of_mapped(cache(), b)) }
 }
 
 /// The bin of `b`'s class in the cache at `tc`: `b.times_eight()` is the class's index
@@ -225,11 +223,17 @@ fn bin_of_mapped(tc: *mut ThreadCache, b: MapByte) -> *mut Bin {
 
 /// Push the freed block `p` on `bin`, flushing when that overflows it.
 ///
+/// A raw pointer, not a reference: a reference argument would be asserted live for the
+/// whole call, and the flush reaches the bin again through the whole cache.
+///
 /// # Safety
 /// `bin` is the calling thread's bin of `p`'s class; `p` a handed-out block the caller
 /// gives up.
 #[inline(always)]
-unsafe fn push<H: ThreadHooks>(p: *mut u8, bin: &mut Bin) {
+unsafe fn push<H: ThreadHooks>(p: *mut u8, bin: *mut Bin) {
+    // SAFETY: by the caller, the thread's own bin, which no other reference reaches until
+    // the flush (which takes the raw pointer).
+    let bin = unsafe { &mut *bin };
     let b = p as *mut Block;
     if b == bin.head {
         // The block is already the newest in this cache: a double free, caught for the
