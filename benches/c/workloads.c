@@ -234,6 +234,16 @@ static uint64_t many_threads(uint64_t ops) {
     return churn_threads(ops, 16, 256, (sizes_t){ 16, 4096 });
 }
 
+/* Many short-lived threads, two at a time, each churning 64 slots of 16 B..1 KiB for 1000
+ * operations and exiting (thread_churn in churn.rs): what a thread's start and end cost. */
+static uint64_t thread_churn(uint64_t ops) {
+    enum { THREAD_OPS = 1000 };
+    uint64_t rounds = ops / (2 * THREAD_OPS) ? ops / (2 * THREAD_OPS) : 1, done = 0;
+    for (uint64_t r = 0; r < rounds; r++)
+        done += churn_threads(2 * THREAD_OPS, 2, 64, (sizes_t){ 16, 1024 });
+    return done;
+}
+
 /* ---- pages: 4000 slots of a power of two from 1 to 8 KiB plus a header (churn.rs) ---- */
 
 /* 4 KiB half the time, 1 KiB a quarter, 2 and 8 KiB an eighth each; plus 8, 16, 32 or 64. */
@@ -417,6 +427,79 @@ static uint64_t batch_xthread(uint64_t ops) {
     return done;
 }
 
+/* ---- producer and consumer: every free a cross-thread free (producer_consumer.rs) ---- */
+
+/* One thread allocates blocks of 16 B..1 KiB in batches of 64, each batch an array of its
+ * own, and hands them over a queue that holds 16 batches at most; the other frees every
+ * block and the array. One operation is one block. */
+enum { PC_BATCH = 64, PC_DEPTH = 16 };
+
+typedef struct {
+    void **batches[PC_DEPTH];
+    size_t head, len;
+    int done;
+    pthread_mutex_t lock;
+    pthread_cond_t changed;
+} pc_queue_t;
+
+static void pc_send(pc_queue_t *q, void **batch) {
+    pthread_mutex_lock(&q->lock);
+    while (q->len == PC_DEPTH) pthread_cond_wait(&q->changed, &q->lock);
+    q->batches[(q->head + q->len++) % PC_DEPTH] = batch;
+    pthread_cond_broadcast(&q->changed);
+    pthread_mutex_unlock(&q->lock);
+}
+
+/* The next batch, or NULL once the producer is done and the queue empty. */
+static void **pc_receive(pc_queue_t *q) {
+    pthread_mutex_lock(&q->lock);
+    while (q->len == 0 && !q->done) pthread_cond_wait(&q->changed, &q->lock);
+    void **batch = NULL;
+    if (q->len > 0) {
+        batch = q->batches[q->head];
+        q->head = (q->head + 1) % PC_DEPTH;
+        q->len--;
+        pthread_cond_broadcast(&q->changed);
+    }
+    pthread_mutex_unlock(&q->lock);
+    return batch;
+}
+
+typedef struct { pc_queue_t queue; uint64_t batches; } pc_t;
+
+static void pc_worker(size_t t, void *arg) {
+    pc_t *pc = arg;
+    pc_queue_t *q = &pc->queue;
+    if (t == 1) {
+        for (void **batch; (batch = pc_receive(q)) != NULL;) {
+            for (size_t i = 0; i < PC_BATCH; i++) block_free(batch[i]);
+            free(batch);
+        }
+        return;
+    }
+    rng_t rng = rng_new(1);
+    for (uint64_t b = 0; b < pc->batches; b++) {
+        void **batch = malloc(PC_BATCH * sizeof(void *));
+        if (!batch) abort();
+        for (size_t i = 0; i < PC_BATCH; i++) batch[i] = block_new(rng_between(&rng, 16, 1024));
+        pc_send(q, batch);
+    }
+    pthread_mutex_lock(&q->lock);
+    q->done = 1;
+    pthread_cond_broadcast(&q->changed);
+    pthread_mutex_unlock(&q->lock);
+}
+
+static uint64_t producer_consumer(uint64_t ops) {
+    pc_t pc = { .batches = ops / PC_BATCH ? ops / PC_BATCH : 1 };
+    pthread_mutex_init(&pc.queue.lock, NULL);
+    pthread_cond_init(&pc.queue.changed, NULL);
+    on_threads(2, pc_worker, &pc);
+    pthread_cond_destroy(&pc.queue.changed);
+    pthread_mutex_destroy(&pc.queue.lock);
+    return pc.batches * PC_BATCH;
+}
+
 /* ---- big buffers, every page written (benches/src/workloads/big.rs) ---- */
 
 enum { MIB = 1 << 20, BIG_GROUP = 4, ZEROED_RING = 20 };
@@ -483,6 +566,40 @@ static uint64_t buffer_doubling(uint64_t ops) {
             done++;
         }
         block_free(p);
+    }
+    return done;
+}
+
+/* ---- a buffer grown by appends (benches/src/workloads/realloc.rs's realloc_growth) ---- */
+
+/* A byte buffer grown by appends of 1..256 bytes to 1 MiB, its capacity doubled by realloc
+ * when an append does not fit (as Rust's Vec and C++'s vector grow), then freed, and the
+ * next one started. One operation is one append. */
+static uint64_t realloc_growth(uint64_t ops) {
+    enum { TARGET = 1 << 20, FIRST = 8 };
+    char text[256];
+    memset(text, 'a', sizeof text);
+    rng_t rng = rng_new(7);
+    uint64_t done = 0;
+    while (done < ops) {
+        char *p = NULL;
+        size_t len = 0, cap = 0;
+        for (; len < TARGET && done < ops; done++) {
+            size_t add = rng_between(&rng, 1, 256);
+            if (len + add > cap) {
+                cap = cap * 2 > len + add ? cap * 2 : len + add;
+                cap = cap < FIRST ? FIRST : cap;
+                p = realloc(p, cap);
+                if (!p) {
+                    fprintf(stderr, "out of memory (realloc of %zu bytes)\n", cap);
+                    abort();
+                }
+            }
+            memcpy(p + len, text, add);
+            len += add;
+        }
+        sink = (unsigned char)p[len - 1];
+        free(p);
     }
     return done;
 }
@@ -726,8 +843,6 @@ static uint64_t tree(uint64_t ops) {
     return ops;
 }
 
-/* ---- the workloads by name, and the driver ---- */
-
 /* ---- many strings grown at once, each to exactly its length (realloc.rs's string_builders) ---- */
 
 /* 1000 strings built by appends of 1..64 bytes, one picked at random for each, every append
@@ -822,6 +937,8 @@ static uint64_t list_rebuild(uint64_t ops) {
     return ops;
 }
 
+/* ---- the workloads by name, and the driver ---- */
+
 typedef struct {
     const char *name;
     uint64_t default_ops;
@@ -835,7 +952,10 @@ static const workload_t WORKLOADS[] = {
     { "c-larson-2t", 10000000, larson_2t },
     { "c-mid-large", 5000000, mid_large },
     { "c-wide-churn", 5000000, wide_churn },
+    { "c-producer-consumer", 10000000, producer_consumer },
+    { "c-realloc-growth", 5000000, realloc_growth },
     { "c-large", 300000, large },
+    { "c-thread-churn", 5000000, thread_churn },
     { "c-many-threads", 8000000, many_threads },
     { "c-pages", 5000000, pages },
     { "c-batch-fwd", 1000000, batch_fwd },
