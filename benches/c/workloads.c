@@ -939,6 +939,24 @@ static uint64_t list_rebuild(uint64_t ops) {
 
 /* ---- the workloads by name, and the driver ---- */
 
+/* ---- a queue: the oldest block freed, a new one in its place (churn.rs's fifo) ---- */
+
+/* A ring of 250K slots of 16..512 bytes taken in turn: each operation frees the oldest
+ * block and allocates a new one in its place (a queue, a sliding window, an LRU cache). */
+static uint64_t fifo(uint64_t ops) {
+    enum { RING = 250000 };
+    void **ring = calloc(RING, sizeof(void *));
+    if (!ring) abort();
+    rng_t rng = rng_new(0);
+    for (uint64_t i = 0; i < ops; i++) {
+        void **slot = &ring[i % RING];
+        block_free(*slot);
+        *slot = block_new(rng_between(&rng, 16, 512));
+    }
+    free_slots(ring, RING);
+    return ops;
+}
+
 typedef struct {
     const char *name;
     uint64_t default_ops;
@@ -975,6 +993,7 @@ static const workload_t WORKLOADS[] = {
     { "c-io-buffers", 5000000, io_buffers },
     { "c-usable-growth", 6000000, usable_growth },
     { "c-list-rebuild", 1000000, list_rebuild },
+    { "c-fifo", 5000000, fifo },
 };
 enum { NUM_WORKLOADS = sizeof WORKLOADS / sizeof WORKLOADS[0] };
 

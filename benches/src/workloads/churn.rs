@@ -59,6 +59,23 @@ pub fn pages(ops: u64) -> u64 {
     churn_sized(ops, 4000, page_size)
 }
 
+/// One thread, a ring of 250K slots of 16..512 bytes taken in turn: each operation frees
+/// the oldest block and allocates a new one in its place. A queue or a sliding window
+/// (messages waiting to be sent, the entries of an LRU cache evicted in the order they
+/// came): the blocks freed were allocated long before, in another order of sizes, and are
+/// cold.
+pub fn fifo(ops: u64) -> u64 {
+    const RING: usize = 250_000;
+    let mut ring = empty_slots(RING);
+    let mut rng = Rng::new(0);
+    for i in 0..ops {
+        let slot = &mut ring[(i % RING as u64) as usize];
+        drop(slot.take());
+        *slot = Some(Block::new(rng.between((16, 512))));
+    }
+    ops
+}
+
 /// One thread, `n` slots: free a random one, allocate a block of `size(rng)` bytes there.
 fn churn_sized(ops: u64, n: usize, mut size: impl FnMut(&mut Rng) -> usize) -> u64 {
     let mut slots = empty_slots(n);

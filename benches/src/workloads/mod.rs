@@ -170,6 +170,7 @@ pub const WORKLOADS: &[Workload] = &[
     Workload::bench("half-freed", 1_500_000, Run::Once(batch::half_freed)),
     Workload::bench("io-buffers", 5_000_000, Run::Once(churn::io_buffers)),
     Workload::bench("list-rebuild", 1_000_000, Run::Once(list::list_rebuild)),
+    Workload::bench("fifo", 5_000_000, Run::Once(churn::fifo)),
     Workload::soak("phases", phases::plain),
     Workload {
         needs_trim: true,
