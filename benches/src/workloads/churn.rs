@@ -62,8 +62,7 @@ pub fn pages(ops: u64) -> u64 {
 /// One thread, a ring of 250K slots of 16..512 bytes taken in turn: each operation frees
 /// the oldest block and allocates a new one in its place. A queue or a sliding window
 /// (messages waiting to be sent, the entries of an LRU cache evicted in the order they
-/// came): the blocks freed were allocated long before, in another order of sizes, and are
-/// cold.
+/// came): each block freed was allocated long before and is cold.
 pub fn fifo(ops: u64) -> u64 {
     const RING: usize = 250_000;
     let mut ring = empty_slots(RING);
