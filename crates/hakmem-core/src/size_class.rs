@@ -488,9 +488,10 @@ fn starts_block(addr: usize, i: usize) -> bool {
 /// index plus one times 16: the offset of its [`BLOCK_START`] entry, and the end of its
 /// bin in the thread cache, whose bins are 16 bytes. x86 scales an index by 8 within the
 /// address, so C's `free` goes from the byte it loads to both with no shift: the next
-/// allocation of the class waits for the bin's address (the free's store to the bin is
-/// what it loads), and each instruction between the byte and that address was a cycle
-/// of every `malloc` + `free` pair in a loop (`c-fixed-size`, see `slab_map::lookup`).
+/// allocation of the class loads what the free stored in the bin, and each instruction
+/// between the byte and the bin's address was a cycle of every `malloc` + `free` pair in
+/// a loop (`c-fixed-size`, see `slab_map::lookup`; the bin's address is now taken into a
+/// register, which ends that wait: `thread_cache::in_register`).
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub struct MapByte(usize);
 

@@ -102,7 +102,52 @@ const UPKEEP_EVERY: u32 = 512;
 unsafe fn bin_of<'a>(tc: *mut ThreadCache, c: Class) -> &'a mut Bin {
     // SAFETY: by the caller; the array is indexed in place, not through a reference to
     // the whole cache.
-    unsafe { &mut (*tc).bins.0[c.index()] }
+    unsafe { &mut *in_register(&raw mut (*tc).bins.0[c.index()]) }
+}
+
+/// `bin` as it is, but computed into a register that the compiler cannot fold into the
+/// addresses of the bin's fields: the fast paths then load and store them as `[reg]` and
+/// `[reg + 8]`, not as `[cache + index]`.
+///
+/// A loop that frees a block and allocates its class again (`c-fixed-size`) has each
+/// `malloc` load the bin head that the `free` before it stored, at an address the `free`
+/// computes from the slab map's byte. On the Intel Xeon we measure on, the core can hand
+/// the stored value to the load before either address is known (it pairs them by a
+/// prediction), but here it did so only with the address in a register (plus a
+/// displacement), not with an index register added to it: a loop of
+/// pops from a bin took 2.87 ns a pop with the head addressed as base plus index, and
+/// 1.74-1.97 ns as `[reg]` (hand-written assembly of the two forms). With this,
+/// `c-fixed-size` took 0.76x its time (7 alternated runs of the preloaded builds; tcmalloc,
+/// the fastest before, 0.85x), 400 allocations of 32 B in a row 0.61x (1.93 against
+/// 3.16 ns each), `c-list-rebuild` 0.94x and `list-rebuild` 0.92x.
+///
+/// The pairing is a guess, and where frees and allocations alternate between classes
+/// at random it is wrong more often: `c-random-mixed` took 1.07x its time and
+/// `c-larson-1t` 1.05x (9 alternated runs), `random-mixed` 1.05x and `larson-1t` 1.04x.
+/// The same hand-written pops and pushes over 40 classes at random took 1.065x as long
+/// in the register form. Programs did not lose: SQLite 0.96x, jq and CPython (with
+/// `PYTHONMALLOC=malloc`) 0.99x (the scripts `cargo xtask programs` runs, 7 alternated
+/// runs).
+#[inline(always)]
+// The pointer goes through an empty block, which reads nothing behind it: `nomem` holds.
+#[allow(clippy::pointers_in_nomem_asm_block)]
+fn in_register(bin: *mut Bin) -> *mut Bin {
+    #[cfg(all(target_arch = "x86_64", not(miri)))]
+    {
+        let mut p = bin;
+        // SAFETY: the block is a comment: it reads and writes no memory, and leaves the
+        // register (the same pointer, whose provenance it passes on) as it found it.
+        unsafe {
+            core::arch::asm!(
+                "/* {p} */",
+                p = inout(reg) p,
+                options(pure, nomem, nostack, preserves_flags)
+            )
+        };
+        p
+    }
+    #[cfg(not(all(target_arch = "x86_64", not(miri))))]
+    bin
 }
 
 /// Subtract `bytes` from the calling thread's countdown; whether it went below zero.
@@ -211,14 +256,17 @@ pub unsafe fn free_mapped<H: ThreadHooks>(p: *mut u8, b: MapByte) {
 
 /// The bin of `b`'s class in the cache at `tc`: `b.times_eight()` is the class's index
 /// plus one times 16, the end of its bin (bins of 16 bytes from the cache's start, which
-/// the assertion checks), so the address is one scaled index and a displacement.
+/// the assertion checks), so the address is one scaled index and a displacement, computed
+/// into a register ([`in_register`]).
 #[inline(always)]
 fn bin_of_mapped(tc: *mut ThreadCache, b: MapByte) -> *mut Bin {
     const _: () =
         assert!(core::mem::size_of::<Bin>() == 16 && core::mem::offset_of!(ThreadCache, bins) == 0);
-    tc.cast::<u8>()
-        .wrapping_add(b.times_eight() - 16)
-        .cast::<Bin>()
+    in_register(
+        tc.cast::<u8>()
+            .wrapping_add(b.times_eight() - 16)
+            .cast::<Bin>(),
+    )
 }
 
 /// Push the freed block `p` on `bin`, flushing when that overflows it.
