@@ -905,6 +905,37 @@ static uint64_t list_walk(const record_t *p) {
     return sum;
 }
 
+/* The phases of a round, apart so that `--phases` can time them one by one (static
+ * functions the compiler inlines: the row runs the same code as one loop). */
+static const record_t *list_build(record_t **records, size_t n) {
+    const record_t *head = NULL;
+    for (size_t i = 0; i < n; i++) {
+        record_t *r = malloc(sizeof *r);
+        if (!r) abort();
+        *r = (record_t){ head, i, { i, i } };
+        records[i] = r;
+        head = r;
+    }
+    return head;
+}
+
+static void list_walks(const record_t *head, uint64_t *sum) {
+    for (int w = 0; w < LIST_WALKS; w++) *sum += list_walk(head);
+}
+
+static void list_shuffle(record_t **records, size_t n, rng_t *rng) {
+    for (size_t i = n - 1; i > 0; i--) { /* Fisher-Yates */
+        size_t j = rng_below(rng, i + 1);
+        record_t *x = records[i];
+        records[i] = records[j];
+        records[j] = x;
+    }
+}
+
+static void list_free(record_t **records, size_t n) {
+    for (size_t i = 0; i < n; i++) free(records[i]);
+}
+
 /* A list of records built, walked LIST_WALKS times and freed in random order, round
  * after round: where the next round's records lie decides how fast its walks are. */
 static uint64_t list_rebuild(uint64_t ops) {
@@ -915,22 +946,10 @@ static uint64_t list_rebuild(uint64_t ops) {
     for (uint64_t left = ops; left > 0;) {
         size_t n = left < LIST_ROUND ? (size_t)left : LIST_ROUND;
         left -= n;
-        const record_t *head = NULL;
-        for (size_t i = 0; i < n; i++) {
-            record_t *r = malloc(sizeof *r);
-            if (!r) abort();
-            *r = (record_t){ head, i, { i, i } };
-            records[i] = r;
-            head = r;
-        }
-        for (int w = 0; w < LIST_WALKS; w++) sum += list_walk(head);
-        for (size_t i = n - 1; i > 0; i--) { /* Fisher-Yates */
-            size_t j = rng_below(&rng, i + 1);
-            record_t *x = records[i];
-            records[i] = records[j];
-            records[j] = x;
-        }
-        for (size_t i = 0; i < n; i++) free(records[i]);
+        const record_t *head = list_build(records, n);
+        list_walks(head, &sum);
+        list_shuffle(records, n, &rng);
+        list_free(records, n);
     }
     free(records);
     sink = (unsigned char)sum;
@@ -1027,6 +1046,38 @@ static int run(const workload_t *w, uint64_t ops) {
     return 0;
 }
 
+/* `--phases c-list-rebuild [OPS]`: the row's rounds with each phase timed apart, summed
+ * over every round but the first (which faults its memory in), in milliseconds: where the
+ * row's time goes, for one allocator at a time. */
+static int list_rebuild_phases(uint64_t ops) {
+    record_t **records = malloc(LIST_ROUND * sizeof(record_t *));
+    if (!records) abort();
+    rng_t rng = rng_new(31);
+    uint64_t sum = 0, rounds = 0;
+    double ms[4] = { 0 };
+    for (uint64_t left = ops; left > 0; rounds++) {
+        size_t n = left < LIST_ROUND ? (size_t)left : LIST_ROUND;
+        left -= n;
+        double t[5];
+        t[0] = now_secs();
+        const record_t *head = list_build(records, n);
+        t[1] = now_secs();
+        list_walks(head, &sum);
+        t[2] = now_secs();
+        list_shuffle(records, n, &rng);
+        t[3] = now_secs();
+        list_free(records, n);
+        t[4] = now_secs();
+        for (int k = 0; rounds > 0 && k < 4; k++) ms[k] += (t[k + 1] - t[k]) * 1e3;
+    }
+    free(records);
+    sink = (unsigned char)sum;
+    printf("PHASES workload=c-list-rebuild rounds=%llu build_ms=%.2f walks_ms=%.2f "
+           "shuffle_ms=%.2f free_ms=%.2f\n",
+           (unsigned long long)(rounds > 0 ? rounds - 1 : 0), ms[0], ms[1], ms[2], ms[3]);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     if (argc == 2 && strcmp(argv[1], "--list") == 0) {
         for (size_t i = 0; i < NUM_WORKLOADS; i++)
@@ -1035,8 +1086,12 @@ int main(int argc, char **argv) {
         return 0;
     }
     if (argc == 2 && strcmp(argv[1], "--which-malloc") == 0) return which_malloc();
+    if ((argc == 3 || argc == 4) && strcmp(argv[1], "--phases") == 0 &&
+        strcmp(argv[2], "c-list-rebuild") == 0)
+        return list_rebuild_phases(argc == 4 ? strtoull(argv[3], NULL, 10) : 4000000);
     if (argc < 2 || argc > 3) {
-        fprintf(stderr, "usage: c-workloads --list | --which-malloc | WORKLOAD [OPS]\n");
+        fprintf(stderr, "usage: c-workloads --list | --which-malloc | --phases c-list-rebuild "
+                        "[OPS] | WORKLOAD [OPS]\n");
         return 2;
     }
     for (size_t i = 0; i < NUM_WORKLOADS; i++)

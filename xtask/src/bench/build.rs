@@ -118,3 +118,35 @@ fn existing(path: PathBuf) -> Result<PathBuf, String> {
         Err(format!("{} was not produced", path.display()))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `c-workloads --phases c-list-rebuild` runs the row's rounds with each phase timed
+    /// apart; the readings quote it, so its line must come out whole: every phase
+    /// measured, over every round but the first.
+    #[test]
+    fn the_c_program_times_the_phases_of_list_rebuild() {
+        let program = c_workloads(&Paths::new()).expect("gcc builds the C workloads");
+        let out = Command::new(program)
+            .args(["--phases", "c-list-rebuild", "300000"])
+            .output()
+            .expect("the C workloads run");
+        assert!(out.status.success());
+        let line = String::from_utf8(out.stdout).expect("text");
+        assert!(
+            line.starts_with("PHASES workload=c-list-rebuild rounds=2 "),
+            "{line}"
+        );
+        for phase in ["build_ms", "walks_ms", "shuffle_ms", "free_ms"] {
+            let ms: f64 = line
+                .split_whitespace()
+                .find_map(|kv| kv.strip_prefix(phase)?.strip_prefix('='))
+                .unwrap_or_else(|| panic!("no {phase} in {line}"))
+                .parse()
+                .expect("a number");
+            assert!(ms > 0.0, "{phase} not measured: {line}");
+        }
+    }
+}
