@@ -1048,7 +1048,10 @@ static int run(const workload_t *w, uint64_t ops) {
 
 /* `--phases c-list-rebuild [OPS]`: the row's rounds with each phase timed apart, summed
  * over every round but the first (which faults its memory in), in milliseconds: where the
- * row's time goes, for one allocator at a time. */
+ * row's time goes, for one allocator at a time. OPS is 4M unless given: 40 rounds, four
+ * times the row's, so that the sums outweigh the clock's reads. */
+enum { PHASES_DEFAULT_OPS = 4000000 };
+
 static int list_rebuild_phases(uint64_t ops) {
     record_t **records = malloc(LIST_ROUND * sizeof(record_t *));
     if (!records) abort();
@@ -1088,7 +1091,7 @@ int main(int argc, char **argv) {
     if (argc == 2 && strcmp(argv[1], "--which-malloc") == 0) return which_malloc();
     if ((argc == 3 || argc == 4) && strcmp(argv[1], "--phases") == 0 &&
         strcmp(argv[2], "c-list-rebuild") == 0)
-        return list_rebuild_phases(argc == 4 ? strtoull(argv[3], NULL, 10) : 4000000);
+        return list_rebuild_phases(argc == 4 ? strtoull(argv[3], NULL, 10) : PHASES_DEFAULT_OPS);
     if (argc < 2 || argc > 3) {
         fprintf(stderr, "usage: c-workloads --list | --which-malloc | --phases c-list-rebuild "
                         "[OPS] | WORKLOAD [OPS]\n");
