@@ -28,10 +28,10 @@
 //!   are, `c-list-rebuild` 67.3 ms against 74.5 (mimalloc 2.0.9 59.5), but `c-batch-rev`
 //!   took 1.29x its time, `c-half-freed` 1.22x and `c-batch-fwd` 1.17x: their flushes give
 //!   back dense stretches whole.
-//! - The third, entered only when the bin's newest 8 blocks lay in different spans, and
-//!   with the slow path made lean: the class's bin set aside for the batch and the heap's
-//!   turn kept across it, so that such a free took neither the turn nor `errno`, only the
-//!   block's return to its span's bitmap. `c-list-rebuild`'s free phase took 43.6 ms
+//! - The third, entered only when also 6 of the 7 neighbouring pairs among the bin's
+//!   newest 8 blocks lay in different spans, and with the slow path made lean: the class's
+//!   bin set aside for the batch and the heap's turn kept across it, so that such a free
+//!   took neither the turn nor `errno`, only the block's return to its span's bitmap. `c-list-rebuild`'s free phase took 43.6 ms
 //!   against 36.2 (mimalloc 3 14.6; 5 alternated runs). One block given back on its own
 //!   costs more than its share of a flush.
 //!
