@@ -976,6 +976,20 @@ static uint64_t fifo(uint64_t ops) {
     return ops;
 }
 
+/* ---- a table: a random one of 250K short strings replaced (churn.rs's table) ---- */
+
+/* 250K slots of 2..42 bytes, one freed at random and allocated again at each operation
+ * (a symbol table, a cache keyed by name, an interpreter's heap of small objects). */
+static uint64_t table_churn(uint64_t ops) {
+    enum { TABLE = 250000 };
+    void **slots = calloc(TABLE, sizeof(void *));
+    if (!slots) abort();
+    rng_t rng = rng_new(0);
+    churn(slots, TABLE, &rng, ops, (sizes_t){ 2, 42 });
+    free_slots(slots, TABLE);
+    return ops;
+}
+
 typedef struct {
     const char *name;
     uint64_t default_ops;
@@ -1013,6 +1027,7 @@ static const workload_t WORKLOADS[] = {
     { "c-usable-growth", 6000000, usable_growth },
     { "c-list-rebuild", 1000000, list_rebuild },
     { "c-fifo", 5000000, fifo },
+    { "c-table-churn", 5000000, table_churn },
 };
 enum { NUM_WORKLOADS = sizeof WORKLOADS / sizeof WORKLOADS[0] };
 

@@ -75,6 +75,14 @@ pub fn fifo(ops: u64) -> u64 {
     ops
 }
 
+/// One thread, a table of 250K short strings (2..42 B), one replaced at random at each
+/// operation: a symbol table, a cache keyed by name, an interpreter's heap of small
+/// objects. The live set (12-14 MiB of peak RSS, the table included) outgrows the
+/// per-core caches, and the block freed is anywhere in it, so each free meets a cold block.
+pub fn table(ops: u64) -> u64 {
+    churn_sized(ops, 250_000, |rng| rng.between((2, 42)))
+}
+
 /// One thread, `n` slots: free a random one, allocate a block of `size(rng)` bytes there.
 fn churn_sized(ops: u64, n: usize, mut size: impl FnMut(&mut Rng) -> usize) -> u64 {
     let mut slots = empty_slots(n);

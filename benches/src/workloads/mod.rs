@@ -171,6 +171,7 @@ pub const WORKLOADS: &[Workload] = &[
     Workload::bench("io-buffers", 5_000_000, Run::Once(churn::io_buffers)),
     Workload::bench("list-rebuild", 1_000_000, Run::Once(list::list_rebuild)),
     Workload::bench("fifo", 5_000_000, Run::Once(churn::fifo)),
+    Workload::bench("table-churn", 5_000_000, Run::Once(churn::table)),
     Workload::soak("phases", phases::plain),
     Workload {
         needs_trim: true,
