@@ -956,8 +956,6 @@ static uint64_t list_rebuild(uint64_t ops) {
     return ops;
 }
 
-/* ---- the workloads by name, and the driver ---- */
-
 /* ---- a queue: the oldest block freed, a new one in its place (churn.rs's fifo) ---- */
 
 /* A ring of 250K slots of 16..512 bytes taken in turn: each operation frees the oldest
@@ -989,6 +987,8 @@ static uint64_t table_churn(uint64_t ops) {
     free_slots(slots, TABLE);
     return ops;
 }
+
+/* ---- the workloads by name, and the driver ---- */
 
 typedef struct {
     const char *name;

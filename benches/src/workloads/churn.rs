@@ -77,8 +77,9 @@ pub fn fifo(ops: u64) -> u64 {
 
 /// One thread, a table of 250K short strings (2..42 B), one replaced at random at each
 /// operation: a symbol table, a cache keyed by name, an interpreter's heap of small
-/// objects. The live set (12-14 MiB of peak RSS, the table included) outgrows the
-/// per-core caches, and the block freed is anywhere in it, so each free meets a cold block.
+/// objects. The live set (11-18 MiB of peak RSS under the allocators we compare, the
+/// table included) outgrows the per-core caches, and the block freed is anywhere in it,
+/// so each free meets a cold block.
 pub fn table(ops: u64) -> u64 {
     churn_sized(ops, 250_000, |rng| rng.between((2, 42)))
 }
