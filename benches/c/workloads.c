@@ -978,15 +978,9 @@ static uint64_t fifo(uint64_t ops) {
 
 /* 250K slots of 2..42 bytes, one freed at random and allocated again at each operation
  * (a symbol table, a cache keyed by name, an interpreter's heap of small objects). */
-static uint64_t table_churn(uint64_t ops) {
-    enum { TABLE = 250000 };
-    void **slots = calloc(TABLE, sizeof(void *));
-    if (!slots) abort();
-    rng_t rng = rng_new(0);
-    churn(slots, TABLE, &rng, ops, (sizes_t){ 2, 42 });
-    free_slots(slots, TABLE);
-    return ops;
-}
+static size_t short_string_size(rng_t *rng) { return rng_between(rng, 2, 42); }
+
+static uint64_t table_churn(uint64_t ops) { return churn_sized(ops, 250000, short_string_size); }
 
 /* ---- the workloads by name, and the driver ---- */
 

@@ -31,9 +31,10 @@
 //! - The third, entered only when also 6 of the 7 neighbouring pairs among the bin's
 //!   newest 8 blocks lay in different spans, and with the slow path made lean: the class's
 //!   bin set aside for the batch and the heap's turn kept across it, so that such a free
-//!   took neither the turn nor `errno`, only the block's return to its span's bitmap. `c-list-rebuild`'s free phase took 43.6 ms
-//!   against 36.2 (mimalloc 3 14.6; 5 alternated runs). One block given back on its own
-//!   costs more than its share of a flush.
+//!   took neither the turn nor `errno`, only the block's return to its span's bitmap.
+//!   `c-list-rebuild`'s free phase took 43.6 ms against 36.2 (mimalloc 3 14.6; 5
+//!   alternated runs). One block given back on its own costs more than its share of a
+//!   flush.
 //!
 //! Such pushes also write the slab's owner-only state without the heap's turn, which the
 //! background return takes to bring remote frees home.
