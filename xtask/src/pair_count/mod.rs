@@ -4,7 +4,8 @@
 //! the difference of the counts is the cost of one more pair, start-up and exit cancelled.
 //!
 //! - C rows: `benches/c/pair.c` (`malloc(32)`, `free`) under each allocator's
-//!   `LD_PRELOAD` library, as the C rows of `cargo xtask bench` use them.
+//!   `LD_PRELOAD` library, as the C rows of `cargo xtask bench` use them; then the rest of
+//!   the family the same way ([`C_PAIRS`]).
 //! - C++ rows: the same program calling `operator new(32)` and sized `operator delete`,
 //!   as a C++ program does: the preloaded library's where it defines them, else
 //!   libstdc++'s, which call `malloc` and `free`.
@@ -124,10 +125,21 @@ pub fn run(args: PairCountArgs) -> Result<ExitCode> {
     })
 }
 
-/// The C program's pairs: the row's label, and the arguments before the loop count.
-const C_PAIRS: [(&str, &[&str]); 2] = [
+/// The C program's pairs: the row's label, and the arguments before the loop count (a
+/// mode of `benches/c/pair.c`). After the pair every C program makes, the rest of the
+/// family on its fast path: the calls that zero, resize in place, align and ask a block's
+/// size, and blocks of a class over 2 KiB and of one over 32 KiB, where some allocators'
+/// thread caches end.
+const C_PAIRS: [(&str, &[&str]); 9] = [
     ("C malloc(32) + free", &[]),
     ("C++ new(32) + sized delete", &["new"]),
+    ("C calloc(1, 32) + free", &["calloc"]),
+    ("C malloc(20) + realloc(28) + free", &["realloc"]),
+    ("C aligned_alloc(64, 64) + free", &["aligned_alloc"]),
+    ("C posix_memalign(32, 96) + free", &["posix_memalign"]),
+    ("C malloc(40) + usable_size + free", &["usable_size"]),
+    ("C malloc(3000) + free", &["malloc-3000"]),
+    ("C malloc(40000) + free", &["malloc-40000"]),
 ];
 
 /// Instructions per pair of the C program (`mode` its arguments before the count) under
