@@ -371,19 +371,23 @@ static void allocate_batch(void **batch, size_t n, rng_t *rng) {
 
 enum order { FORWARD, REVERSE, RANDOM };
 
+/* Fisher-Yates. */
+static void shuffle_blocks(void **blocks, size_t n, rng_t *rng) {
+    for (size_t i = n - 1; n > 1 && i > 0; i--) {
+        size_t j = rng_below(rng, i + 1);
+        void *x = blocks[i];
+        blocks[i] = blocks[j];
+        blocks[j] = x;
+    }
+}
+
 static uint64_t batches(uint64_t ops, enum order order) {
     void **batch = malloc(MAX_BATCH * sizeof(void *));
     rng_t rng = rng_new(11);
     uint64_t left = ops;
     for (size_t k = 0, n; (n = next_batch(&left, k)) > 0; k++) {
         allocate_batch(batch, n, &rng);
-        if (order == RANDOM)
-            for (size_t i = n - 1; i > 0; i--) { /* Fisher-Yates */
-                size_t j = rng_below(&rng, i + 1);
-                void *x = batch[i];
-                batch[i] = batch[j];
-                batch[j] = x;
-            }
+        if (order == RANDOM) shuffle_blocks(batch, n, &rng);
         for (size_t i = 0; i < n; i++) block_free(batch[order == REVERSE ? n - 1 - i : i]);
     }
     free(batch);
@@ -394,9 +398,11 @@ static uint64_t batch_fwd(uint64_t ops) { return batches(ops, FORWARD); }
 static uint64_t batch_rev(uint64_t ops) { return batches(ops, REVERSE); }
 static uint64_t batch_rand(uint64_t ops) { return batches(ops, RANDOM); }
 
-/* Two threads, each allocating half of every batch and freeing the other's half. */
+/* Two threads, each allocating half of every batch and freeing the other's half: in its
+ * allocation order, or in random order (`order`, FORWARD or RANDOM). */
 typedef struct {
     uint64_t ops;
+    enum order order;
     void **halves[2];
     pthread_barrier_t barrier;
 } swap_t;
@@ -409,14 +415,15 @@ static void swap_worker(size_t t, void *arg) {
         size_t half = (n + 1) / 2;
         allocate_batch(s->halves[t], half, &rng);
         pthread_barrier_wait(&s->barrier);
+        if (s->order == RANDOM) shuffle_blocks(s->halves[1 - t], half, &rng);
         for (size_t i = 0; i < half; i++) block_free(s->halves[1 - t][i]);
         /* Both have freed their batch before either puts the next one in its place. */
         pthread_barrier_wait(&s->barrier);
     }
 }
 
-static uint64_t batch_xthread(uint64_t ops) {
-    swap_t s = { .ops = ops };
+static uint64_t swapped_batches(uint64_t ops, enum order order) {
+    swap_t s = { .ops = ops, .order = order };
     for (size_t t = 0; t < 2; t++) s.halves[t] = malloc(MAX_BATCH / 2 * sizeof(void *));
     pthread_barrier_init(&s.barrier, NULL, 2);
     on_threads(2, swap_worker, &s);
@@ -426,6 +433,11 @@ static uint64_t batch_xthread(uint64_t ops) {
     for (size_t t = 0; t < 2; t++) free(s.halves[t]);
     return done;
 }
+
+static uint64_t batch_xthread(uint64_t ops) { return swapped_batches(ops, FORWARD); }
+
+/* Tasks that finish out of order: each thread frees the other's batch in random order. */
+static uint64_t batch_xthread_rand(uint64_t ops) { return swapped_batches(ops, RANDOM); }
 
 /* ---- producer and consumer: every free a cross-thread free (producer_consumer.rs) ---- */
 
@@ -1007,6 +1019,7 @@ static const workload_t WORKLOADS[] = {
     { "c-batch-rev", 1000000, batch_rev },
     { "c-batch-rand", 1000000, batch_rand },
     { "c-batch-xthread", 1000000, batch_xthread },
+    { "c-batch-xthread-rand", 1000000, batch_xthread_rand },
     { "c-big-buffers", 64, big_buffers },
     { "c-big-zeroed", 64, big_zeroed },
     { "c-large-written", 20000, large_written },

@@ -1,6 +1,7 @@
 //! Batches: allocate many objects of mixed sizes, then free them all, in allocation
 //! order, in reverse or in random order; or on two threads, each freeing the batch the
-//! other allocated. One operation is one object allocated and freed.
+//! other allocated, in its order or in random order. One operation is one object
+//! allocated and freed.
 
 use std::sync::{Barrier, Mutex};
 
@@ -84,6 +85,19 @@ pub(super) fn shuffle<T>(items: &mut [T], rng: &mut Rng) {
 /// Two threads, each allocating a batch of half the objects and then freeing the batch
 /// the other one allocated (in its allocation order).
 pub fn cross_thread(ops: u64) -> u64 {
+    swapped_batches(ops, Order::Forward)
+}
+
+/// [`cross_thread`], each thread freeing the other's batch in random order: tasks that
+/// finish out of order.
+pub fn cross_thread_random(ops: u64) -> u64 {
+    swapped_batches(ops, Order::Random)
+}
+
+/// Two threads, each allocating a batch of half the objects and then freeing the batch
+/// the other one allocated, in allocation order or in random order (`order`: not
+/// [`Order::Reverse`]).
+fn swapped_batches(ops: u64, order: Order) -> u64 {
     let halves: Vec<usize> = schedule(ops).map(|n| n.div_ceil(2)).collect();
     let swap: [Mutex<Vec<Block>>; 2] = Default::default();
     let barrier = Barrier::new(2);
@@ -92,7 +106,12 @@ pub fn cross_thread(ops: u64) -> u64 {
         for &n in &halves {
             allocate(&mut swap[t].lock().unwrap(), &mut rng, n);
             barrier.wait();
-            swap[1 - t].lock().unwrap().drain(..).for_each(drop);
+            let mut theirs = swap[1 - t].lock().unwrap();
+            if matches!(order, Order::Random) {
+                shuffle(&mut theirs, &mut rng);
+            }
+            theirs.drain(..).for_each(drop);
+            drop(theirs);
             // Both have taken their batch before either puts the next one in its place.
             barrier.wait();
         }
@@ -130,6 +149,7 @@ mod tests {
         );
         assert_eq!(schedule(0).count(), 0);
         assert_eq!(cross_thread(3_001), 3_002);
+        assert_eq!(cross_thread_random(3_001), 3_002);
         assert_eq!(random(5_000), 5_000);
     }
 

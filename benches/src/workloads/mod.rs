@@ -146,6 +146,11 @@ pub const WORKLOADS: &[Workload] = &[
     Workload::bench("batch-rev", 1_000_000, Run::Once(batch::reverse)),
     Workload::bench("batch-rand", 1_000_000, Run::Once(batch::random)),
     Workload::bench("batch-xthread", 1_000_000, Run::Once(batch::cross_thread)),
+    Workload::bench(
+        "batch-xthread-rand",
+        1_000_000,
+        Run::Once(batch::cross_thread_random),
+    ),
     Workload::bench("big-buffers", 64, Run::Once(big::big_buffers)),
     Workload::bench("big-zeroed", 64, Run::Once(big::big_zeroed)),
     Workload::bench("large-written", 20_000, Run::Once(big::large_written)),
