@@ -30,8 +30,8 @@ static inline void keep(void *p) { __asm__ volatile("" : : "r"(p) : "memory"); }
 extern void *_Znwm(size_t size);
 extern void _ZdlPvm(void *p, size_t size);
 
-/* Each mode's loop is a function of its own, so that the loop around the calls is the
- * same few instructions in every mode. */
+/* Each mode's loop is a function of its own, the same few instructions around its calls
+ * (a counter, a compare and a branch). */
 typedef void (*loop_fn)(unsigned long long n);
 
 /* A loop of `alloc` (an expression giving the block) and `free`, n times. */

@@ -21,8 +21,8 @@ pub const METHOD: &str = "Method: instructions counted by `valgrind --tool=callg
     program runs at two loop counts; a row is the difference of the two totals over the \
     difference of the pairs (or operations), so start-up and exit cancel out while the \
     loop's own instructions stay in: in the C and C++ rows the loop's counter, compare and \
-    branch, and each call with its PLT jump (three calls in the `realloc` row, two in the \
-    others). The C++ rows call `operator new` and sized `operator delete` as a C++ program \
+    branch, and each call with its PLT jump (three calls in the `realloc` and \
+    `usable_size` rows, two in the others). The C++ rows call `operator new` and sized `operator delete` as a C++ program \
     does: the preloaded library's where it defines them, else libstdc++'s, which call \
     `malloc` and `free`. In the Rust rows the workload's writes and reads of the block's \
     first and last bytes are counted, and the warm-up of a tenth of the count is counted \
