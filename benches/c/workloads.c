@@ -371,14 +371,15 @@ static void allocate_batch(void **batch, size_t n, rng_t *rng) {
 
 enum order { FORWARD, REVERSE, RANDOM };
 
-/* Fisher-Yates. */
-static void shuffle_blocks(void **blocks, size_t n, rng_t *rng) {
-    for (size_t i = n - 1; n > 1 && i > 0; i--) {
-        size_t j = rng_below(rng, i + 1);
-        void *x = blocks[i];
-        blocks[i] = blocks[j];
-        blocks[j] = x;
+/* Free the n blocks of `batch` in `order` (RANDOM shuffles them first, Fisher-Yates). */
+static void free_batch(void **batch, size_t n, enum order order, rng_t *rng) {
+    for (size_t i = n; order == RANDOM && i > 1; i--) {
+        size_t j = rng_below(rng, i);
+        void *x = batch[i - 1];
+        batch[i - 1] = batch[j];
+        batch[j] = x;
     }
+    for (size_t i = 0; i < n; i++) block_free(batch[order == REVERSE ? n - 1 - i : i]);
 }
 
 static uint64_t batches(uint64_t ops, enum order order) {
@@ -387,8 +388,7 @@ static uint64_t batches(uint64_t ops, enum order order) {
     uint64_t left = ops;
     for (size_t k = 0, n; (n = next_batch(&left, k)) > 0; k++) {
         allocate_batch(batch, n, &rng);
-        if (order == RANDOM) shuffle_blocks(batch, n, &rng);
-        for (size_t i = 0; i < n; i++) block_free(batch[order == REVERSE ? n - 1 - i : i]);
+        free_batch(batch, n, order, &rng);
     }
     free(batch);
     return ops;
@@ -398,8 +398,8 @@ static uint64_t batch_fwd(uint64_t ops) { return batches(ops, FORWARD); }
 static uint64_t batch_rev(uint64_t ops) { return batches(ops, REVERSE); }
 static uint64_t batch_rand(uint64_t ops) { return batches(ops, RANDOM); }
 
-/* Two threads, each allocating half of every batch and freeing the other's half: in its
- * allocation order, or in random order (`order`, FORWARD or RANDOM). */
+/* Two threads, each allocating half of every batch and freeing the other's half in
+ * `order`. */
 typedef struct {
     uint64_t ops;
     enum order order;
@@ -415,8 +415,7 @@ static void swap_worker(size_t t, void *arg) {
         size_t half = (n + 1) / 2;
         allocate_batch(s->halves[t], half, &rng);
         pthread_barrier_wait(&s->barrier);
-        if (s->order == RANDOM) shuffle_blocks(s->halves[1 - t], half, &rng);
-        for (size_t i = 0; i < half; i++) block_free(s->halves[1 - t][i]);
+        free_batch(s->halves[1 - t], half, s->order, &rng);
         /* Both have freed their batch before either puts the next one in its place. */
         pthread_barrier_wait(&s->barrier);
     }

@@ -58,16 +58,21 @@ fn batches(ops: u64, order: Order) -> u64 {
     let mut batch = Vec::new();
     for n in schedule(ops) {
         allocate(&mut batch, &mut rng, n);
-        match order {
-            Order::Forward => batch.drain(..).for_each(drop),
-            Order::Reverse => batch.drain(..).rev().for_each(drop),
-            Order::Random => {
-                shuffle(&mut batch, &mut rng);
-                batch.drain(..).for_each(drop);
-            }
-        }
+        free_all(&mut batch, order, &mut rng);
     }
     ops
+}
+
+/// Free every block of `batch` in `order` (a random order is drawn from `rng`).
+fn free_all(batch: &mut Vec<Block>, order: Order, rng: &mut Rng) {
+    match order {
+        Order::Forward => batch.drain(..).for_each(drop),
+        Order::Reverse => batch.drain(..).rev().for_each(drop),
+        Order::Random => {
+            shuffle(batch, rng);
+            batch.drain(..).for_each(drop);
+        }
+    }
 }
 
 /// Append `n` new blocks to `batch`.
@@ -95,8 +100,7 @@ pub fn cross_thread_random(ops: u64) -> u64 {
 }
 
 /// Two threads, each allocating a batch of half the objects and then freeing the batch
-/// the other one allocated, in allocation order or in random order (`order`: not
-/// [`Order::Reverse`]).
+/// the other one allocated, in `order`.
 fn swapped_batches(ops: u64, order: Order) -> u64 {
     let halves: Vec<usize> = schedule(ops).map(|n| n.div_ceil(2)).collect();
     let swap: [Mutex<Vec<Block>>; 2] = Default::default();
@@ -106,12 +110,7 @@ fn swapped_batches(ops: u64, order: Order) -> u64 {
         for &n in &halves {
             allocate(&mut swap[t].lock().unwrap(), &mut rng, n);
             barrier.wait();
-            let mut theirs = swap[1 - t].lock().unwrap();
-            if matches!(order, Order::Random) {
-                shuffle(&mut theirs, &mut rng);
-            }
-            theirs.drain(..).for_each(drop);
-            drop(theirs);
+            free_all(&mut swap[1 - t].lock().unwrap(), order, &mut rng);
             // Both have taken their batch before either puts the next one in its place.
             barrier.wait();
         }
