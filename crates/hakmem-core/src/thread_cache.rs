@@ -45,16 +45,25 @@
 //! allocators' `free` samples pile up right after the store into the freed block (61 % of
 //! hakmem's, 36 % of mimalloc 2.0.9's); hakmem's flush adds 14 % of all samples.
 //!
-//! Within the flush, the walk costs more than the bitmaps. Measured again at `d3be6b6`
-//! (`c-workloads --phases c-list-rebuild 1000000`, 7 alternated runs, free phase,
-//! medians), the same no-flush build took 4.56 ms against 8.34 (mimalloc 3 3.75); a
-//! throwaway build whose flush walked its blocks but gave the lone ones back nowhere
-//! (leaked) took 7.96 against 8.80 (mimalloc 3 3.72, mimalloc 2.0.9 4.13). So the
-//! bitmaps' updates are about a tenth of the phase and the walk of the 64 blocks, one
-//! dependent load of a link per block from a block just written, most of the flush's
-//! share: `perf annotate` of the leaking build puts 38 % of its flush's samples on the
-//! instruction after that load. A first pass over the 64 that prefetched each block's
-//! bitmap word and span metadata made the phase slower, 11.55 ms against 8.80.
+//! Within the flush, neither the walk nor the bitmaps account for its share alone.
+//! Measured again at `d3be6b6` (`c-workloads --phases c-list-rebuild 1000000`, free
+//! phase, medians of 7 alternated runs, each set against hakmem and mimalloc 3):
+//!
+//! | build | free phase | hakmem | mimalloc 3 |
+//! | --- | --- | --- | --- |
+//! | bins that never flush (above) | 4.56 ms | 8.34 | 3.75 |
+//! | the flush walks its blocks, the lone ones given back nowhere (leaked) | 7.96 | 8.80 | 3.72 |
+//! | the newest 64 freed pointers kept in a ring, flushed from it with no walk | 8.13 | 7.04 | 3.23 |
+//! | the same ring kept, the flush walking as before | 8.08 | 7.04 | 3.23 |
+//! | a first pass over the 64 that prefetched each block's bitmap word and metadata | 11.55 | 8.80 | 3.72 |
+//!
+//! So giving the blocks back (bitmap, metadata, partial list) is about a tenth of the
+//! phase, the walk next to nothing (the ring's upkeep on every free cost more than it
+//! saved), and the rest of the flush's share is neither. `perf annotate` of the flush
+//! (`perf record` of `--phases c-list-rebuild 8000000`) puts 46 % of its samples on the
+//! instruction right after the load of the bitmap word and 8 % after the load of the
+//! link. Hardware counters, which could say what the core waits for, are not available
+//! on this host.
 //!
 //! Such pushes also write the slab's owner-only state without the heap's turn, which the
 //! background return takes to bring remote frees home.
