@@ -1,6 +1,7 @@
 //! Running the plan: one child process per run, the allocators of a workload one after
-//! another and rounds repeated (A B C D, A B C D, ...), so drift of the machine falls on
-//! all allocators alike. Each round starts at the next allocator, so none always goes first.
+//! another and rounds repeated (A B D C, B C A D, ...), so drift of the machine falls on
+//! all allocators alike. Each round has its own order ([`round_order`]), so that no
+//! allocator always goes first or always runs right after the same one.
 
 use std::process::{Child, ExitStatus};
 use std::time::Duration;
@@ -10,6 +11,7 @@ use wait_timeout::ChildExt;
 
 use super::plan::{Invocation, Plan};
 use crate::shared::child::{command, failure, fields, read_all};
+use crate::shared::order::round_order;
 use crate::shared::{progress, Profile};
 
 /// What one run printed.
@@ -70,7 +72,7 @@ pub fn run_all(
     for round in 0..runs {
         for (w, workload) in plan.workloads.iter().enumerate() {
             let n = workload.targets.len();
-            for t in (0..n).map(|k| (k + round) % n) {
+            for t in round_order(n, round) {
                 let Some(invocation) = runnable(w, t) else {
                     continue;
                 };

@@ -1,6 +1,6 @@
 //! `cargo xtask programs`: programs hakmem's authors did not write (CPython, SQLite, Perl,
 //! awk, jq, sort, gcc), each run under every allocator's `LD_PRELOAD` library, in turn, round
-//! after round. The workloads of `cargo xtask bench` can only show the shapes they
+//! after round, each round in its own order. The workloads of `cargo xtask bench` can only show the shapes they
 //! contain; these show what a user who preloads hakmem into a tool they already have
 //! gets.
 //!
@@ -22,6 +22,7 @@ use clap::Args;
 use crate::bench::build::{build_libhakmem, c_workloads, compile_c, Built};
 use crate::bench::{mimalloc3, preload, warm};
 use crate::shared::machine::Machine;
+use crate::shared::order::round_order;
 use crate::shared::{unique_or_all, Allocator, Paths};
 use list::Program;
 use measure::Sample;
@@ -131,7 +132,8 @@ pub struct Inputs<'a> {
     pub scratch: &'a Path,
 }
 
-/// `args.runs` rounds of `program` under each allocator in turn; a row per allocator.
+/// `args.runs` rounds of `program` under each allocator in turn, each round in its own order
+/// ([`round_order`]); a row per allocator.
 fn run_program(
     program: &'static Program,
     preloads: &[(Allocator, Preload)],
@@ -149,7 +151,8 @@ fn run_program(
     if let Ok(executable) = &executable {
         for round in 0..args.runs {
             eprintln!("{} round {}/{}", program.name, round + 1, args.runs);
-            for ((allocator, lib), samples) in preloads.iter().zip(samples.iter_mut()) {
+            for a in round_order(preloads.len(), round) {
+                let ((allocator, lib), samples) = (&preloads[a], &mut samples[a]);
                 let (Ok(lib), Ok(done)) = (lib, samples.as_mut()) else {
                     continue;
                 };
