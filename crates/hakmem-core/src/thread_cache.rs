@@ -56,10 +56,16 @@
 //! | the newest 64 freed pointers kept in a ring, flushed from it with no walk | 8.13 | 7.04 | 3.23 |
 //! | the same ring kept, the flush walking as before | 8.08 | 7.04 | 3.23 |
 //! | a first pass over the 64 that prefetched each block's bitmap word and metadata | 11.55 | 8.80 | 3.72 |
+//! | the ring kept, the flush only cutting the 64 off the bin (leaked, no walk) | 8.57 | 6.36 | 3.15 |
+//! | the same set: the ring kept, the flush as before | 8.11 | 6.36 | 3.15 |
+//! | the same set: bins that never flush | 3.24 | 6.36 | 3.15 |
+//! | the heap's turn not taken by the flush (no `lock cmpxchg`; unsound with threads) | 7.55 | 8.07 | 3.46 |
 //!
 //! So giving the blocks back (bitmap, metadata, partial list) is about a tenth of the
 //! phase, the walk next to nothing (the ring's upkeep on every free cost more than it
-//! saved), and the rest of the flush's share is neither. `perf annotate` of the flush
+//! saved), and a flush that does nothing with its blocks costs as much as one that gives
+//! them back: the flush's share is not in its work per block. The one locked instruction
+//! of each flush, the turn's, is about 6 % of the phase. `perf annotate` of the flush
 //! (`perf record` of `--phases c-list-rebuild 8000000`) puts 46 % of its samples on the
 //! instruction right after the load of the bitmap word and 8 % after the load of the
 //! link. Hardware counters, which could say what the core waits for, are not available
