@@ -1,8 +1,8 @@
 //! `cargo xtask programs`: programs hakmem's authors did not write (CPython, SQLite, Perl,
 //! awk, jq, sort, gcc), each run under every allocator's `LD_PRELOAD` library, in turn, round
-//! after round, each round in its own order. The workloads of `cargo xtask bench` can only show the shapes they
-//! contain; these show what a user who preloads hakmem into a tool they already have
-//! gets.
+//! after round, each round in its own order. The workloads of `cargo xtask bench` can only
+//! show the shapes they contain; these show what a user who preloads hakmem into a tool
+//! they already have gets.
 //!
 //! Each run is started by `benches/c/timed.c`, which times it from fork to exit and
 //! takes its peak RSS, `ru_maxrss` from `wait4` (the largest process of the run: for
