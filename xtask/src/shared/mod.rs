@@ -1,6 +1,7 @@
 //! What `cargo xtask bench` and `cargo xtask soak` share: where things are, the
 //! allocators and profiles, starting a workload program, statistics, the terminal table,
-//! the machine description, the order of a round's runs, the sections of the docs they write, the output directory, the progress bar and chart colours.
+//! the machine description, the order of a round's runs, the sections of the docs they
+//! write, the output directory, the progress bar and chart colours.
 
 pub mod allocator;
 pub mod build;

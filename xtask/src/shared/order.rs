@@ -19,13 +19,21 @@ pub fn round_order(n: usize, round: usize) -> Vec<usize> {
     if n == 0 {
         return Vec::new();
     }
-    let rows = if n % 2 == 0 { n } else { 2 * n };
-    let row = round % rows;
+    let row = round % cycle(n);
     let mut order: Vec<usize> = (0..n).map(|k| (first_row(n, k) + row) % n).collect();
     if row >= n {
         order.reverse();
     }
     order
+}
+
+/// Rounds in a cycle of the design for `n` allocators: `n`, or `2n` when `n` is odd.
+fn cycle(n: usize) -> usize {
+    if n % 2 == 0 {
+        n
+    } else {
+        2 * n
+    }
 }
 
 /// Position `k` of the design's first row: 0, 1, n-1, 2, n-2, 3, ... The steps between
@@ -50,7 +58,7 @@ mod tests {
     #[test]
     fn a_cycle_balances_first_places_and_neighbours() {
         for n in 1..=9 {
-            let rows = if n % 2 == 0 { n } else { 2 * n };
+            let rows = cycle(n);
             let mut first = vec![0; n];
             let mut after = vec![vec![0; n]; n];
             for round in 0..rows {
