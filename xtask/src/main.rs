@@ -26,8 +26,8 @@ struct Cli {
 enum Task {
     /// Compare hakmem with mimalloc, jemalloc and the system allocator.
     Bench(bench::BenchArgs),
-    /// Programs we did not write (CPython, SQLite, Perl, awk, jq, sort, gcc) under each
-    /// allocator's LD_PRELOAD library: time and peak RSS.
+    /// Programs we did not write (CPython, SQLite, Perl, awk, jq, sort, gcc, g++, Tcl)
+    /// under each allocator's LD_PRELOAD library: time and peak RSS.
     Programs(programs::ProgramsArgs),
     /// Instructions of one malloc + free pair per allocator, counted by callgrind.
     PairCount(pair_count::PairCountArgs),

@@ -42,7 +42,20 @@ const JQ_GROUPS: &str = "[range(0; 100000) | {id: ., name: (\"item\" + tostring)
 const AWK_WORDS: &str =
     "{ for (i = 1; i <= NF; i++) c[$i]++ } END { n = 0; for (w in c) n++; print n }";
 
-pub const PROGRAMS: [Program; 8] = [
+/// A compiler's arguments: `file` of this repository compiled at `-O2`, the object thrown
+/// away.
+const fn compile(file: &'static str) -> [Arg; 6] {
+    [
+        Arg::Literal("-O2"),
+        Arg::Literal("-c"),
+        Arg::Literal("-w"),
+        Arg::Literal("-o"),
+        Arg::Literal("/dev/null"),
+        Arg::Repo(file),
+    ]
+}
+
+pub const PROGRAMS: [Program; 10] = [
     Program {
         name: "python-json",
         what: "CPython builds a tree of dicts, lists and strings, writes it as JSON, parses \
@@ -108,14 +121,27 @@ pub const PROGRAMS: [Program; 8] = [
         what: "gcc -O2 compiles benches/c/workloads.c (the compiler proper, `cc1`, is a \
                child of `gcc` and inherits the preload)",
         executable: "gcc",
-        args: &[
-            Arg::Literal("-O2"),
-            Arg::Literal("-c"),
-            Arg::Literal("-w"),
-            Arg::Literal("-o"),
-            Arg::Literal("/dev/null"),
-            Arg::Repo("benches/c/workloads.c"),
-        ],
+        args: &compile("benches/c/workloads.c"),
+        stdin: None,
+        env: &[],
+    },
+    Program {
+        name: "g++",
+        what: "g++ -O2 compiles benches/programs/templates.cpp, nested standard containers, \
+               `<regex>` and `<variant>` (`cc1plus` made 2.39M calls of `malloc` for 885 MB, \
+               counted by a preloaded counter)",
+        executable: "g++",
+        args: &compile("benches/programs/templates.cpp"),
+        stdin: None,
+        env: &[],
+    },
+    Program {
+        name: "tcl",
+        what: "Tcl fills a dict of 300,000 keys, sorts its keys and removes half; its own \
+               allocator cuts its objects from blocks of `malloc` (8,237 calls for 188 MB, \
+               counted as for g++): a runtime with an allocator of its own on top",
+        executable: "tclsh",
+        args: &[Arg::Repo("benches/programs/dict.tcl")],
         stdin: None,
         env: &[],
     },

@@ -1,12 +1,12 @@
 //! `cargo xtask programs`: programs hakmem's authors did not write (CPython, SQLite, Perl,
-//! awk, jq, sort, gcc), each run under every allocator's `LD_PRELOAD` library, in turn, round
-//! after round, each round in its own order. The workloads of `cargo xtask bench` can only
-//! show the shapes they contain; these show what a user who preloads hakmem into a tool
-//! they already have gets.
+//! awk, jq, sort, gcc, g++, Tcl), each run under every allocator's `LD_PRELOAD` library, in
+//! turn, round after round, each round in its own order. The workloads of `cargo xtask
+//! bench` can only show the shapes they contain; these show what a user who preloads
+//! hakmem into a tool they already have gets.
 //!
 //! Each run is started by `benches/c/timed.c`, which times it from fork to exit and
 //! takes its peak RSS, `ru_maxrss` from `wait4` (the largest process of the run: for
-//! `gcc`, `cc1`). Each program's output must be the same under every allocator, so a
+//! `gcc`, `cc1`; for `g++`, `cc1plus`). Each program's output must be the same under every allocator, so a
 //! broken run is a failure, not a fast row.
 
 mod list;
@@ -37,7 +37,7 @@ pub struct ProgramsArgs {
     #[arg(long, value_delimiter = ',')]
     allocator: Vec<Allocator>,
     /// Only these programs (comma-separated): python-json, python-malloc, sqlite, perl,
-    /// awk, jq, sort, gcc.
+    /// awk, jq, sort, gcc, g++, tcl.
     #[arg(long, value_delimiter = ',')]
     program: Vec<String>,
     /// MiB touched in huge pages and freed before each run, as `cargo xtask bench --warm`.
