@@ -1,7 +1,7 @@
 # A program shaped like a Tcl script keeping a table: a dict of 300,000 keys, each a list of
 # a number and a string, walked, its keys upper-cased and sorted, then every other key
-# removed. Run by `cargo xtask programs` (the `tcl` row); Tcl keeps its objects in blocks
-# of its own allocator, which takes them from `malloc`, and its strings from `malloc`.
+# removed. Run by `cargo xtask programs` (the `tcl` row); Tcl's own allocator cuts its
+# objects and strings from large blocks it takes from `malloc`.
 set table [dict create]
 for {set i 0} {$i < 300000} {incr i} {
     dict set table key$i [list $i [string repeat x [expr {$i % 50}]]]

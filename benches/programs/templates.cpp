@@ -1,8 +1,8 @@
 // A C++ translation unit shaped like much of today's C++: standard containers nested in
 // each other, <regex>, <variant>, <functional>, lambdas and a recursive template, so that
 // the compiler instantiates thousands of templates. Compiled by `cargo xtask programs`
-// (the `g++` row) with `g++ -O2 -c`; `cc1plus` allocates its trees, hash tables and
-// vectors with `malloc` and its garbage-collected nodes from pages of its own.
+// (the `g++` row) with `g++ -O2 -c`; `cc1plus` keeps its trees in garbage-collected pages
+// of its own and takes much else (vectors, hash tables, obstacks) from `malloc`.
 #include <algorithm>
 #include <functional>
 #include <iostream>

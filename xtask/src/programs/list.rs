@@ -128,8 +128,8 @@ pub const PROGRAMS: [Program; 10] = [
     Program {
         name: "g++",
         what: "g++ -O2 compiles benches/programs/templates.cpp, nested standard containers, \
-               `<regex>` and `<variant>` (`cc1plus` made 2.39M calls of `malloc` for 885 MB, \
-               counted by a preloaded counter)",
+               `<regex>` and `<variant>` (the compiler proper, `cc1plus`, inherits the \
+               preload)",
         executable: "g++",
         args: &compile("benches/programs/templates.cpp"),
         stdin: None,
@@ -138,8 +138,9 @@ pub const PROGRAMS: [Program; 10] = [
     Program {
         name: "tcl",
         what: "Tcl fills a dict of 300,000 keys, sorts its keys and removes half; its own \
-               allocator cuts its objects from blocks of `malloc` (8,237 calls for 188 MB, \
-               counted as for g++): a runtime with an allocator of its own on top",
+               allocator cuts its objects from large blocks of `malloc` (8,253 calls for \
+               190 MB at the peak, `heaptrack tclsh benches/programs/dict.tcl`): a runtime \
+               with an allocator of its own on top",
         executable: "tclsh",
         args: &[Arg::Repo("benches/programs/dict.tcl")],
         stdin: None,

@@ -6,8 +6,8 @@
 //!
 //! Each run is started by `benches/c/timed.c`, which times it from fork to exit and
 //! takes its peak RSS, `ru_maxrss` from `wait4` (the largest process of the run: for
-//! `gcc`, `cc1`; for `g++`, `cc1plus`). Each program's output must be the same under every allocator, so a
-//! broken run is a failure, not a fast row.
+//! `gcc`, `cc1`; for `g++`, `cc1plus`). Each program's output must be the same under every
+//! allocator, so a broken run is a failure, not a fast row.
 
 mod list;
 mod measure;
