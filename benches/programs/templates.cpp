@@ -1,6 +1,6 @@
 // A C++ translation unit shaped like much of today's C++: standard containers nested in
 // each other, <regex>, <variant>, <functional>, lambdas and a recursive template, so that
-// the compiler instantiates thousands of templates. Compiled by `cargo xtask programs`
+// the compiler instantiates many templates. Compiled by `cargo xtask programs`
 // (the `g++` row) with `g++ -O2 -c`; `cc1plus` keeps its trees in garbage-collected pages
 // of its own and takes much else (vectors, hash tables, obstacks) from `malloc`.
 #include <algorithm>
