@@ -71,25 +71,27 @@
 //! link. Hardware counters, which could say what the core waits for, are not available
 //! on this host.
 //!
-//! A bin that is an array of pointers, as tcmalloc's caches are, writes nothing into the
-//! freed block and needs no walk to flush. A throwaway build at `a15a2da` (each class an
-//! array of 1024 slots; a free stores the pointer, a flush gives the newest 64 back from
-//! the array, each to its span's bitmap; a refill copies the heap's chain into the array)
-//! took 7.29 ms in the free phase against 9.65 (mimalloc 3 4.57), but 8.27 ms in the
-//! build against 5.05 (6.53), so the row was no faster (0.0213 s against 0.0205, mimalloc
-//! 3 0.0181), and `c-larson-1t` took 1.31x its time, `c-random-mixed` 1.17x (5 alternated
-//! runs each; `--phases c-list-rebuild 1000000`, 7). In `perf record` of that build the
-//! flush's loop, now a pointer load, the span's bitmap word and two counters of its
-//! metadata per block, took 4.5 ns a block (an estimate: its 13.8 % of the samples over
-//! the blocks it gave back), most of its samples again right after the bitmap word's
-//! load, where mimalloc's whole free takes 4-5 ns. So a free without a store into the
-//! block still pays the give-back per block, which the bitmap (and the double free it
-//! catches there) makes dearer than a push on a slab's list. Arrays of 128 slots (1 KiB
-//! a class, where 1024 put each class's top in a page of its own) brought `c-larson-1t`
-//! to 1.01x and `c-random-mixed` to 1.06x (7 alternated runs), but not the row: free
-//! phase 6.78 ms against 8.14, build 6.88 against 4.69 (mimalloc 3 3.46 and 6.04), the
-//! row 0.0239 s against 0.0222 (mimalloc 2.0.9 0.0180). Without the prefetch of the
-//! next slot's block the 1024-slot build was the same (1.01x, 1.04x).
+//! A bin that is an array of pointers, as tcmalloc's caches are, writes nothing into
+//! the freed block and needs no walk to flush. A throwaway build at `a15a2da` (each
+//! class an array of 1024 slots; a free stores the pointer, a flush gives the newest 64
+//! back from the array, each to its span's bitmap; a refill copies the heap's chain
+//! into the array) took 7.29 ms in the free phase against 9.65 (mimalloc 3 4.57), but
+//! 8.27 ms in the build against 5.05 (6.53), so the row was no faster (0.0213 s against
+//! 0.0205, mimalloc 3 0.0181), and `c-larson-1t` took 1.31x its time, `c-random-mixed`
+//! 1.17x (5 alternated runs each; `--phases c-list-rebuild 1000000`, 7). In `perf
+//! record` of that build the flush's loop, now a pointer load, the span's bitmap word
+//! and two counters of its metadata per block, took 4.5 ns a block (an estimate: its
+//! 13.8 % of the samples over the blocks it gave back), most of its samples again right
+//! after the bitmap word's load, where mimalloc 3's whole free takes 3.7-5.1 ns (its
+//! free phase over 0.9M frees here, over 1.9M in `--phases c-list-rebuild 2000000`). So
+//! a free without a store into the block still pays the give-back per block, which the
+//! bitmap (and the double free it catches there) makes dearer than a push on a slab's
+//! list. Arrays of 128 slots, where 1024 put each class's top in a page of its own,
+//! brought `c-larson-1t` to 1.01x and `c-random-mixed` to 1.06x (7 alternated runs),
+//! but not the row: free phase 6.78 ms against 8.14, build 6.88 against 4.69 (mimalloc
+//! 3 3.46 and 6.04), the row 0.0239 s against 0.0222 (mimalloc 2.0.9 0.0180). Without
+//! the prefetch of the next slot's block, the 1024-slot build took 1.01x and 1.04x the
+//! time of the one with it.
 //!
 //! Such pushes also write the slab's owner-only state without the heap's turn, which the
 //! background return takes to bring remote frees home.
