@@ -20,9 +20,9 @@ const PAGE: &str = "docs/BENCHMARKS.md";
 const METHOD: &str = "Method: each round runs every program once under each allocator in \
     turn, in an order that changes from round to round (so that no allocator always runs \
     right after the same one), after touching and freeing memory in huge pages (as \
-    `cargo xtask bench` does); a run is timed from fork to exit, start-up and exit included, with `LC_ALL=C`. Peak \
-    RSS is `ru_maxrss` from `wait4`: that of the run's largest process (for `gcc`, \
-    `cc1`). A row fails if any of its runs printed other than what most runs of the \
+    `cargo xtask bench` does); a run is timed from fork to exit, start-up and exit \
+    included, with `LC_ALL=C`. Peak RSS is `ru_maxrss` from `wait4`: that of the run's \
+    largest process (for `gcc`, `cc1`; for `g++`, `cc1plus`). A row fails if any of its runs printed other than what most runs of the \
     program printed. \"x fastest\" is a median over the fastest competitor's median \
     (the profile rows `hakmem-balanced` and `hakmem-lean` are not competitors), \
     \"x least\" the same for peak RSS; the geometric means are over the programs every \
