@@ -1,5 +1,5 @@
 //! What `libhakmem.so` exports (`nm -D --defined-only`): exactly the C ABI, nothing else;
-//! and its soname.
+//! its soname; and the libraries it needs: libc and the loader only.
 
 mod common;
 
@@ -107,5 +107,37 @@ fn soname_is_libhakmem_so_0() {
         text(&o.stdout).contains("Library soname: [libhakmem.so.0]"),
         "{}",
         text(&o.stdout)
+    );
+}
+
+/// Every library a process with hakmem preloaded loads for hakmem alone costs its start:
+/// `libgcc_s` and `libm` took 0.17 ms of a 0.93 ms start of `/usr/bin/true`
+/// (docs/ARCHITECTURE.md, start-up). The unwinder is linked in (build.rs), and no libm
+/// function is called.
+#[test]
+fn needs_only_libc_and_the_loader() {
+    if skip_without("readelf") {
+        return;
+    }
+    let o = Command::new("readelf")
+        .arg("-d")
+        .arg(lib())
+        .output()
+        .expect("readelf");
+    assert_success(&o, "readelf -d");
+    let out = text(&o.stdout);
+    let needed: Vec<&str> = out
+        .lines()
+        .filter(|l| l.contains("(NEEDED)"))
+        .filter_map(|l| l.split('[').nth(1)?.split(']').next())
+        .collect();
+    assert!(needed.contains(&"libc.so.6"), "{out}");
+    let other: Vec<_> = needed
+        .iter()
+        .filter(|n| **n != "libc.so.6" && !n.starts_with("ld-linux"))
+        .collect();
+    assert!(
+        other.is_empty(),
+        "needed besides libc and the loader: {other:?}"
     );
 }

@@ -195,7 +195,7 @@ fn next_random() -> u64 {
 fn draw_interval() -> isize {
     // Uniform in (0, 1]: never zero, so the logarithm is finite.
     let u = ((next_random() >> 11) + 1) as f64 / (1u64 << 53) as f64;
-    let bytes = -u.ln() * interval() as f64;
+    let bytes = -math::ln(u) * interval() as f64;
     bytes.min((isize::MAX / 2) as f64) as isize
 }
 

@@ -1,8 +1,11 @@
-//! `1 - e^(-x)` and its inverse (a sample's probability and weight) in plain arithmetic
-//! (additions, multiplications and divisions): no libm call, because libm's `expm1` is an
-//! FMA routine (VEX-encoded), and the free of a sampled block computes the weight where
-//! the caller's vector registers are kept only in their SSE halves (`free_asm.rs`).
-//! Tests compare both with libm.
+//! `1 - e^(-x)` and its inverse (a sample's probability and weight), and the logarithm
+//! that draws the intervals between samples, in plain arithmetic (additions,
+//! multiplications and divisions): no libm call. libm's `expm1` is an FMA routine
+//! (VEX-encoded), and the free of a sampled block computes the weight where the caller's
+//! vector registers are kept only in their SSE halves (`free_asm.rs`); and a `log` was
+//! the one symbol that made `libhakmem.so` need `libm.so.6`, a library every process
+//! with hakmem preloaded then loaded (docs/ARCHITECTURE.md, on start-up). Tests compare
+//! each with libm.
 
 /// `1 - e^(-x)` for `x >= 0`, within a few units in the last place of libm's.
 pub fn one_minus_exp_neg(x: f64) -> f64 {
@@ -38,6 +41,28 @@ pub fn one_minus_exp_neg(x: f64) -> f64 {
         e += term;
     }
     1.0 - e * f64::from_bits((1023 - k) << 52)
+}
+
+/// The natural logarithm of a normal `x > 0`, within a few units in the last place of
+/// libm's: `x = m 2^e` with `m` in `[sqrt(1/2), sqrt(2))`, and `ln m = 2 atanh(s)`,
+/// `s = (m - 1) / (m + 1)`, by its odd series: `|s| < 0.172`, so each term is under
+/// 0.03 of the one before, and the eleventh under `2^-53` of the first.
+pub fn ln(x: f64) -> f64 {
+    debug_assert!(x.is_normal() && x > 0.0, "{x}");
+    let bits = x.to_bits();
+    let mut e = ((bits >> 52) & 0x7ff) as i64 - 1023;
+    let mut m = f64::from_bits(bits & ((1 << 52) - 1) | 1023 << 52);
+    if m > core::f64::consts::SQRT_2 {
+        m *= 0.5;
+        e += 1;
+    }
+    let s = (m - 1.0) / (m + 1.0);
+    let s2 = s * s;
+    let mut sum = 0.0;
+    for k in (1..=10).rev() {
+        sum = (sum + INVERSES[2 * k + 1]) * s2;
+    }
+    e as f64 * core::f64::consts::LN_2 + 2.0 * s * (1.0 + sum)
 }
 
 /// `1 / (1 - e^(-x))` for `x = size / interval > 0`: the weight of a sample. Below
@@ -95,6 +120,31 @@ mod tests {
             );
             size = (size * 1.01).ceil();
         }
+    }
+
+    #[test]
+    fn ln_agrees_with_libm() {
+        // The uniform numbers the intervals are drawn from, `k / 2^53`, over their range,
+        // and numbers either side of 1 and of the reduction's bound.
+        let mut xs: Vec<f64> = Vec::new();
+        let mut k = 1u64;
+        while k <= 1 << 53 {
+            xs.push(k as f64 / (1u64 << 53) as f64);
+            k = k + k / 64 + 1;
+        }
+        for d in 1..2000 {
+            let d = d as f64 * f64::EPSILON;
+            xs.extend([1.0 - d, 1.0 + d, core::f64::consts::SQRT_2 * (1.0 + d)]);
+            xs.extend([core::f64::consts::SQRT_2 * (1.0 - d), 1.0e300 * (1.0 + d)]);
+        }
+        for x in xs {
+            let (ours, libm) = (super::ln(x), x.ln());
+            assert!(
+                (ours - libm).abs() <= 4.0 * f64::EPSILON * libm.abs(),
+                "ln {x}: {ours} against {libm}"
+            );
+        }
+        assert_eq!(super::ln(1.0), 0.0);
     }
 
     #[test]

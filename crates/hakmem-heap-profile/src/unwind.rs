@@ -1,9 +1,11 @@
 //! Stack capture from the call frame information of `.eh_frame`, which Rust release builds
 //! (no frame pointers) and `gcc -O2` C programs both carry: on x86-64 Linux by the cached
 //! unwinder of `cfi.rs`, elsewhere, and for stacks with frames that one does not
-//! follow, by libgcc's `_Unwind_Backtrace`, which every process that links `libgcc_s`
-//! (Rust's `std` does) can use and which does not call `malloc` (see docs/PROFILING.md
-//! for the check). Should any unwinder allocate, the caller is marked busy
+//! follow, by libgcc's `_Unwind_Backtrace`, which does not call `malloc` (see
+//! docs/PROFILING.md for the check): `libgcc_s`'s in a Rust program (its `std` links it),
+//! in `libhakmem.so` on GNU/Linux a copy of its own, linked in from `libgcc_eh.a`
+//! (hakmem-cabi's build.rs), so that preloading hakmem does not load `libgcc_s`. Should
+//! any unwinder allocate, the caller is marked busy
 //! ([`crate::Busy`]), so that allocation is plain.
 //!
 //! The return addresses go to a fixed array on the caller's stack: nothing is allocated.
