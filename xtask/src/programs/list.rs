@@ -42,6 +42,11 @@ const JQ_GROUPS: &str = "[range(0; 100000) | {id: ., name: (\"item\" + tostring)
 const AWK_WORDS: &str =
     "{ for (i = 1; i <= NF; i++) c[$i]++ } END { n = 0; for (w in c) n++; print n }";
 
+/// The shell's script: 500 pipelines of `echo` into `sed`, each a fork of the shell and
+/// a `sed` started and gone, and the last line printed.
+const SH_PIPELINES: &str = "i=0; while [ $i -lt 500 ]; do echo \"line $i\" | sed -e s/line/row/; \
+     i=$((i + 1)); done | tail -n 1";
+
 /// A compiler's arguments: `file` of this repository compiled at `-O2`, the object thrown
 /// away.
 const fn compile(file: &'static str) -> [Arg; 6] {
@@ -55,7 +60,7 @@ const fn compile(file: &'static str) -> [Arg; 6] {
     ]
 }
 
-pub const PROGRAMS: [Program; 10] = [
+pub const PROGRAMS: [Program; 11] = [
     Program {
         name: "python-json",
         what: "CPython builds a tree of dicts, lists and strings, writes it as JSON, parses \
@@ -143,6 +148,16 @@ pub const PROGRAMS: [Program; 10] = [
                with an allocator of its own on top",
         executable: "tclsh",
         args: &[Arg::Repo("benches/programs/dict.tcl")],
+        stdin: None,
+        env: &[],
+    },
+    Program {
+        name: "sh",
+        what: "the shell (dash on Debian) runs 500 pipelines of `echo` into `sed`: a \
+               thousand short processes, each loading the preloaded library, as a shell \
+               script, `make` or `configure` starts them",
+        executable: "sh",
+        args: &[Arg::Literal("-c"), Arg::Literal(SH_PIPELINES)],
         stdin: None,
         env: &[],
     },

@@ -1,5 +1,5 @@
 //! `cargo xtask programs`: programs hakmem's authors did not write (CPython, SQLite, Perl,
-//! awk, jq, sort, gcc, g++, Tcl), each run under every allocator's `LD_PRELOAD` library, in
+//! awk, jq, sort, gcc, g++, Tcl, a shell script), each run under every allocator's `LD_PRELOAD` library, in
 //! turn, round after round, each round in its own order. The workloads of `cargo xtask
 //! bench` can only show the shapes they contain; these show what a user who preloads
 //! hakmem into a tool they already have gets.
@@ -37,7 +37,7 @@ pub struct ProgramsArgs {
     #[arg(long, value_delimiter = ',')]
     allocator: Vec<Allocator>,
     /// Only these programs (comma-separated): python-json, python-malloc, sqlite, perl,
-    /// awk, jq, sort, gcc, g++, tcl.
+    /// awk, jq, sort, gcc, g++, tcl, sh.
     #[arg(long, value_delimiter = ',')]
     program: Vec<String>,
     /// MiB touched in huge pages and freed before each run, as `cargo xtask bench --warm`.
