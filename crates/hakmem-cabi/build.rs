@@ -17,7 +17,7 @@ fn main() {
 /// Link libgcc's unwinder (`libgcc_eh.a`) into the library on GNU/Linux, so that it does
 /// not need `libgcc_s.so.1`: every process started with hakmem preloaded loaded that
 /// library for us alone (most C programs do not link it), and a process that only starts
-/// and exits took 0.12 ms longer for it (docs/ARCHITECTURE.md, on start-up). Its symbols
+/// and exits took 0.12 ms longer for it (docs/ARCHITECTURE.md, "Start-up"). Its symbols
 /// there are hidden, and a cdylib exports only the C API, so the program's own unwinder,
 /// if it has one, is untouched; ours serves the heap profiler's stack walks and `std`'s
 /// panic message. Where the archive is not found the library links `libgcc_s` as before.

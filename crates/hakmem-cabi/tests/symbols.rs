@@ -112,7 +112,7 @@ fn soname_is_libhakmem_so_0() {
 
 /// Every library a process with hakmem preloaded loads for hakmem alone costs its start:
 /// `libgcc_s` and `libm` took 0.17 ms of a 0.93 ms start of `/usr/bin/true`
-/// (docs/ARCHITECTURE.md, start-up). The unwinder is linked in (build.rs), and no libm
+/// (docs/ARCHITECTURE.md, "Start-up"). The unwinder is linked in (build.rs), and no libm
 /// function is called.
 #[test]
 fn needs_only_libc_and_the_loader() {

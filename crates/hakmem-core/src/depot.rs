@@ -197,8 +197,8 @@ pub fn unused(c: Class) -> Option<Batch> {
 /// The batch of class `c` that `how` removes from its stack, now the caller's, with the
 /// stack's byte count lowered by its size.
 ///
-/// An empty stack is left as it is (for [`unused`], which would start its next round
-/// there: at no batch, as it is).
+/// A stack that holds no batch is not looked at ([`HOLDING`]): there is nothing to
+/// remove, and the round [`unused`] would start there starts at no batch, where it is.
 fn remove(c: Class, how: fn(&mut Stack) -> Option<Batch>) -> Option<Batch> {
     if HOLDING.load(Ordering::Relaxed) & 1 << c.index() == 0 {
         return None;

@@ -4,7 +4,7 @@
 //! (VEX-encoded), and the free of a sampled block computes the weight where the caller's
 //! vector registers are kept only in their SSE halves (`free_asm.rs`); and a `log` was
 //! the one symbol that made `libhakmem.so` need `libm.so.6`, a library every process
-//! with hakmem preloaded then loaded (docs/ARCHITECTURE.md, on start-up). Tests compare
+//! with hakmem preloaded then loaded (docs/ARCHITECTURE.md, "Start-up"). Tests compare
 //! each with libm.
 
 /// `1 - e^(-x)` for `x >= 0`, within a few units in the last place of libm's.

@@ -5,8 +5,8 @@
 //! docs/PROFILING.md for the check): `libgcc_s`'s in a Rust program (its `std` links it),
 //! in `libhakmem.so` on GNU/Linux a copy of its own, linked in from `libgcc_eh.a`
 //! (hakmem-cabi's build.rs), so that preloading hakmem does not load `libgcc_s`. Should
-//! any unwinder allocate, the caller is marked busy
-//! ([`crate::Busy`]), so that allocation is plain.
+//! any unwinder allocate, the caller is marked busy ([`crate::Busy`]), so that
+//! allocation is plain.
 //!
 //! The return addresses go to a fixed array on the caller's stack: nothing is allocated.
 
