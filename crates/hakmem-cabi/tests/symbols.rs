@@ -97,17 +97,8 @@ fn soname_is_libhakmem_so_0() {
     if skip_without("readelf") {
         return;
     }
-    let o = Command::new("readelf")
-        .arg("-d")
-        .arg(lib())
-        .output()
-        .expect("readelf");
-    assert_success(&o, "readelf -d");
-    assert!(
-        text(&o.stdout).contains("Library soname: [libhakmem.so.0]"),
-        "{}",
-        text(&o.stdout)
-    );
+    let out = dynamic_section();
+    assert!(out.contains("Library soname: [libhakmem.so.0]"), "{out}");
 }
 
 /// Every library a process with hakmem preloaded loads for hakmem alone costs its start:
@@ -119,13 +110,7 @@ fn needs_only_libc_and_the_loader() {
     if skip_without("readelf") {
         return;
     }
-    let o = Command::new("readelf")
-        .arg("-d")
-        .arg(lib())
-        .output()
-        .expect("readelf");
-    assert_success(&o, "readelf -d");
-    let out = text(&o.stdout);
+    let out = dynamic_section();
     let needed: Vec<&str> = out
         .lines()
         .filter(|l| l.contains("(NEEDED)"))
@@ -140,4 +125,15 @@ fn needs_only_libc_and_the_loader() {
         other.is_empty(),
         "needed besides libc and the loader: {other:?}"
     );
+}
+
+/// `readelf -d` of the library: its dynamic section.
+fn dynamic_section() -> String {
+    let o = Command::new("readelf")
+        .arg("-d")
+        .arg(lib())
+        .output()
+        .expect("readelf");
+    assert_success(&o, "readelf -d");
+    text(&o.stdout)
 }
