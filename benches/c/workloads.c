@@ -993,6 +993,32 @@ static size_t short_string_size(rng_t *rng) { return rng_between(rng, 2, 42); }
 
 static uint64_t table_churn(uint64_t ops) { return churn_sized(ops, 250000, short_string_size); }
 
+/* ---- connection buffers: sized for the largest message, written in part (churn.rs) ---- */
+
+/* A server's 5000 connections, each with a receive buffer of 16, 32 or 64 KiB of which
+ * one message of 200..4000 B is written from the start; at each operation one
+ * connection closes and another opens (the first 5000 operations open them). */
+static uint64_t conn_buffers(uint64_t ops) {
+    enum { CONNECTIONS = 5000 };
+    unsigned char **slots = calloc(CONNECTIONS, sizeof *slots);
+    if (!slots) abort();
+    rng_t rng = rng_new(0);
+    for (uint64_t i = 0; i < ops; i++) {
+        size_t k = i < CONNECTIONS ? (size_t)i : rng_below(&rng, CONNECTIONS);
+        size_t size = (size_t)(16 << 10) << rng_below(&rng, 3);
+        size_t written = rng_between(&rng, 200, 4000);
+        block_free(slots[k]);
+        slots[k] = malloc(size);
+        if (!slots[k]) {
+            fprintf(stderr, "out of memory (malloc of %zu bytes)\n", size);
+            abort();
+        }
+        memset(slots[k], (int)written, written);
+    }
+    free_slots((void **)slots, CONNECTIONS);
+    return ops;
+}
+
 /* ---- the workloads by name, and the driver ---- */
 
 typedef struct {
@@ -1034,6 +1060,7 @@ static const workload_t WORKLOADS[] = {
     { "c-list-rebuild", 1000000, list_rebuild },
     { "c-fifo", 5000000, fifo },
     { "c-table-churn", 5000000, table_churn },
+    { "c-conn-buffers", 300000, conn_buffers },
 };
 enum { NUM_WORKLOADS = sizeof WORKLOADS / sizeof WORKLOADS[0] };
 

@@ -46,6 +46,19 @@ impl Block {
         block
     }
 
+    /// Allocate `size` (at least 1) bytes and write the first `written` of them (1 up to
+    /// `size`), as a buffer sized for the largest message holds a shorter one; the rest
+    /// of the block is never touched.
+    pub fn new_front(size: usize, written: usize) -> Block {
+        let layout = layout(size);
+        // SAFETY: the layout has a non-zero size.
+        let block = Block::own(unsafe { alloc(layout) }, layout);
+        let written = written.clamp(1, block.size);
+        // SAFETY: the first `written` bytes are inside the block.
+        unsafe { block.ptr.as_ptr().write_bytes(written as u8, written) };
+        block
+    }
+
     /// Take ownership of what `alloc` returned for `layout`, failing if it is null.
     fn own(ptr: *mut u8, layout: Layout) -> Block {
         let ptr = NonNull::new(ptr).unwrap_or_else(|| handle_alloc_error(layout));

@@ -52,6 +52,28 @@ pub fn io_buffers(ops: u64) -> u64 {
     churn_sized(ops, 64, |rng| 4096 << rng.below(5))
 }
 
+/// One thread, a server's 5000 connections, each with a receive buffer of 16, 32 or
+/// 64 KiB sized for the largest message it may get, of which one message of 200..4000 B
+/// is written from the start; at each operation one connection closes and another opens
+/// (the first 5000 operations open them). Most of each buffer is never touched, so
+/// memory the allocator makes resident beyond the pages written is waste.
+pub fn conn_buffers(ops: u64) -> u64 {
+    const CONNECTIONS: usize = 5000;
+    let mut slots = empty_slots(CONNECTIONS);
+    let mut rng = Rng::new(0);
+    for i in 0..ops {
+        let k = if i < CONNECTIONS as u64 {
+            i as usize
+        } else {
+            rng.below(CONNECTIONS)
+        };
+        let size = (16 << 10) << rng.below(3);
+        drop(slots[k].take());
+        slots[k] = Some(Block::new_front(size, rng.between((200, 4000))));
+    }
+    ops
+}
+
 /// One thread, 4000 slots of pages with a header, as a database's page cache or an I/O
 /// layer's buffers ask for them (SQLite's pages are 4096 + 8 bytes): a power of two from
 /// 1 to 8 KiB ([`page_size`]) plus 8, 16, 32 or 64 bytes.

@@ -177,6 +177,7 @@ pub const WORKLOADS: &[Workload] = &[
     Workload::bench("list-rebuild", 1_000_000, Run::Once(list::list_rebuild)),
     Workload::bench("fifo", 5_000_000, Run::Once(churn::fifo)),
     Workload::bench("table-churn", 5_000_000, Run::Once(churn::table)),
+    Workload::bench("conn-buffers", 300_000, Run::Once(churn::conn_buffers)),
     Workload::soak("phases", phases::plain),
     Workload {
         needs_trim: true,
