@@ -20,7 +20,7 @@ use crate::pool;
 use crate::process::Hooks;
 use crate::size_class::{self, block_size, class_for, Class, MIN_ALIGN};
 use crate::slab_map;
-use crate::thread_cache::{self, KeepErrno};
+use crate::thread_cache::{self, Fill, KeepErrno};
 
 /// What a pointer is, to hakmem.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -90,16 +90,22 @@ pub fn alloc_cached_aligned(size: usize, align: usize) -> *mut u8 {
 /// Allocate `size` bytes aligned to `align`; null on failure.
 #[inline(always)]
 pub fn alloc<const CHECKED: bool>(size: usize, align: usize) -> *mut u8 {
+    alloc_filled::<CHECKED>(size, align, Fill::Unknown)
+}
+
+/// [`alloc`] of a block that the caller will write as `fill` says ([`Fill`]).
+#[inline(always)]
+fn alloc_filled<const CHECKED: bool>(size: usize, align: usize, fill: Fill) -> *mut u8 {
     match checks::request_class::<CHECKED>(size, align) {
-        Some(c) => alloc_small::<CHECKED>(c),
+        Some(c) => alloc_small::<CHECKED>(c, fill),
         None => alloc_large(size, align).0,
     }
 }
 
 /// A block of class `c`, armed when checked.
 #[inline(always)]
-fn alloc_small<const CHECKED: bool>(c: Class) -> *mut u8 {
-    let p = thread_cache::alloc::<Hooks>(c);
+fn alloc_small<const CHECKED: bool>(c: Class, fill: Fill) -> *mut u8 {
+    let p = thread_cache::alloc::<Hooks>(c, fill);
     if CHECKED && !p.is_null() {
         // SAFETY: a fresh block of class `c`.
         unsafe { checks::arm(p, c) };
@@ -128,7 +134,7 @@ pub fn alloc_cached(size: usize) -> *mut u8 {
 #[inline]
 pub fn alloc_zeroed<const CHECKED: bool>(size: usize, align: usize) -> *mut u8 {
     let (p, dirty) = match checks::request_class::<CHECKED>(size, align) {
-        Some(c) => (alloc_small::<CHECKED>(c), size),
+        Some(c) => (alloc_small::<CHECKED>(c, Fill::Dense), size),
         None => alloc_large(size, align),
     };
     if !p.is_null() {
@@ -476,7 +482,8 @@ unsafe fn move_block<const CHECKED: bool>(
     align: usize,
     new_size: usize,
 ) -> *mut u8 {
-    let q = alloc::<CHECKED>(new_size, align);
+    let fill = Fill::of_copy(old_size.min(new_size), new_size);
+    let q = alloc_filled::<CHECKED>(new_size, align, fill);
     // SAFETY: by the caller; `q` is fresh.
     unsafe { move_into::<CHECKED>(p, q, old_size, align, new_size) }
 }
@@ -566,7 +573,8 @@ pub unsafe fn realloc_cached(p: *mut u8, new_size: usize) -> Option<*mut u8> {
     let q = if resized_is_large(new_size, MIN_ALIGN) {
         resized_large(new_size, MIN_ALIGN)
     } else {
-        alloc::<false>(new_size, MIN_ALIGN)
+        let fill = Fill::of_copy(block_size(c).min(new_size), new_size);
+        alloc_filled::<false>(new_size, MIN_ALIGN, fill)
     };
     if !q.is_null() {
         // SAFETY: `p` starts a block of class `c` (the slab map's invariant), live and the
@@ -628,7 +636,11 @@ pub unsafe fn realloc_unsized<const CHECKED: bool>(p: *mut u8, new_size: usize) 
     let q = if !CHECKED && resized_is_large(new_size, MIN_ALIGN) {
         resized_large(new_size, MIN_ALIGN)
     } else {
-        alloc::<CHECKED>(new_size, MIN_ALIGN)
+        alloc_filled::<CHECKED>(
+            new_size,
+            MIN_ALIGN,
+            Fill::of_copy(old.min(new_size), new_size),
+        )
     };
     if !q.is_null() {
         // SAFETY: both blocks hold the bytes copied; `p` is the caller's, a block of

@@ -97,6 +97,7 @@
 //! background return takes to bring remote frees home.
 
 use crate::config;
+pub use crate::heap::Fill;
 use crate::heap::Heap;
 use crate::misuse::{self, Misuse};
 use crate::remote::Block;
@@ -256,14 +257,15 @@ pub fn set_countdown(bytes: isize) {
     unsafe { (*cache()).countdown = bytes };
 }
 
-/// Allocate a block of class `c`. Null when memory is exhausted.
+/// Allocate a block of class `c`, which the caller will write as `fill` says (it
+/// matters only when the heap takes memory: [`Fill`]). Null when memory is exhausted.
 #[inline(always)]
-pub fn alloc<H: ThreadHooks>(c: Class) -> *mut u8 {
+pub fn alloc<H: ThreadHooks>(c: Class, fill: Fill) -> *mut u8 {
     let b = pop(c);
     if !b.is_null() {
         return b;
     }
-    alloc_slow::<H>(c)
+    alloc_slow::<H>(c, fill)
 }
 
 /// A block of class `c` from the cache, or null when the bin is empty (the caller then
@@ -572,14 +574,14 @@ fn grow_capacity(bin: &mut Bin, c: Class) {
 
 #[cold]
 #[inline(never)]
-fn alloc_slow<H: ThreadHooks>(c: Class) -> *mut u8 {
-    let b = refill_bin::<H>(c);
+fn alloc_slow<H: ThreadHooks>(c: Class, fill: Fill) -> *mut u8 {
+    let b = refill_bin::<H>(c, fill);
     retain::wake_if_wanted();
     b
 }
 
 /// [`alloc_slow`] with the heap held: refill the bin of class `c` and take a block.
-fn refill_bin<H: ThreadHooks>(c: Class) -> *mut u8 {
+fn refill_bin<H: ThreadHooks>(c: Class, fill: Fill) -> *mut u8 {
     let tc = cache();
     let h = heap::<H>(tc);
     if h.is_null() {
@@ -610,7 +612,7 @@ fn refill_bin<H: ThreadHooks>(c: Class) -> *mut u8 {
     // SAFETY: `h` is this thread's heap.
     let growths = unsafe { (*h).growths() };
     // SAFETY: `h` is this thread's heap.
-    let (mut first, mut n) = unsafe { (*h).refill(c, want) };
+    let (mut first, mut n) = unsafe { (*h).refill(c, want, fill) };
     // SAFETY: as above.
     if unsafe { (*h).growths() } != growths {
         // The process mapped memory for the heap: what the bins of big blocks hold of
@@ -631,7 +633,7 @@ fn refill_bin<H: ThreadHooks>(c: Class) -> *mut u8 {
         // SAFETY: as above.
         let turn = unsafe { (*h).enter() };
         // SAFETY: as above.
-        (first, n) = unsafe { (*h).refill(c, want) };
+        (first, n) = unsafe { (*h).refill(c, want, fill) };
         if n == 0 {
             return null_mut();
         }

@@ -1,7 +1,8 @@
 //! Transparent huge pages, which hakmem asks for in every profile (these tests run in the
 //! default, `fast`): over the whole mapping of a large block of 4 MiB or more, never over
 //! a smaller one, over superslabs of small blocks once their heap owns 8 MiB of
-//! superslabs, and over those of wide blocks once it has carved the profile's
+//! superslabs, and over those of wide blocks taken for a block known to be written
+//! densely (zero-filled, or grown by `realloc`) once the heap has carved the profile's
 //! `wide_huge_pages_from` of spans for them (16 MiB; 32 in lean), however much the
 //! process maps. The kernel
 //! shows the advice as the `hg` flag of the mapping in `/proc/self/smaps`.
@@ -10,7 +11,7 @@
 //! header, so only `khugepaged` would ever make it a huge page, 2 MiB resident for a block
 //! the program may touch at its ends only.
 
-use hakmem_core::{alloc, free, realloc, set_profile, trim, Profile};
+use hakmem_core::{alloc, alloc_zeroed, free, realloc, set_profile, trim, Profile};
 use std::sync::{Mutex, MutexGuard};
 
 const MIB: usize = 1 << 20;
@@ -137,18 +138,47 @@ fn superslabs_of_single_slabs_ask_for_huge_pages_once_the_heap_is_large() {
     }
 }
 
-/// Superslabs of wide blocks ask for huge pages once their heap has carved the profile's
-/// `wide_huge_pages_from` of spans for wide blocks (16 MiB; 32 in lean), not before.
+/// How a test gets its wide blocks: what decides whether their superslabs are worth huge
+/// pages.
+#[derive(Clone, Copy)]
+enum Wide {
+    /// `alloc`: nothing known of what the program writes of them.
+    Plain,
+    /// `alloc_zeroed`: written whole.
+    Zeroed,
+    /// Grown by `realloc` from blocks half their size, which the copy writes half of.
+    Grown,
+}
+
+/// A wide block of 40,000 bytes got as `how` says.
+fn wide_block(how: Wide) -> usize {
+    let p = match how {
+        Wide::Plain => alloc(40_000, 16),
+        Wide::Zeroed => alloc_zeroed(40_000, 16),
+        Wide::Grown => {
+            let small = alloc(20_000, 16);
+            assert!(!small.is_null());
+            // SAFETY: a live block of 20,000 bytes, given up.
+            unsafe { realloc(small, 20_000, 16, 40_000) }
+        }
+    };
+    assert!(!p.is_null());
+    p as usize
+}
+
+/// Superslabs of wide blocks ask for huge pages for blocks known to be written densely
+/// (zero-filled, or grown by `realloc`), once their heap has carved the profile's
+/// `wide_huge_pages_from` of spans for wide blocks (16 MiB; 32 in lean), not before; for
+/// plain allocations never, which a program may write in part only.
 #[test]
-fn superslabs_of_spans_ask_for_huge_pages_once_the_heap_holds_enough_spans() {
+fn superslabs_of_spans_ask_for_huge_pages_for_dense_blocks_once_the_heap_holds_enough_spans() {
     let _alone = alone();
     let visible = advice_visible();
     // Blocks of 40,000 bytes, three to a span of 128 KiB: 1 MiB of spans for 24 blocks.
     // The advice of the first and of the last block's superslab, where visible.
-    let spans_of = |mib: usize| {
+    let spans_of = |mib: usize, how: Wide| {
         std::thread::spawn(move || {
-            let spans: Vec<usize> = (0..mib * 24).map(|_| alloc(40_000, 16) as usize).collect();
-            assert!(spans.iter().all(|&p| p != 0));
+            let spans: Vec<usize> = (0..mib * 24).map(|_| wide_block(how)).collect();
             let advised = visible.then(|| {
                 let last = *spans.last().unwrap();
                 (advised_huge(spans[0]), advised_huge(last))
@@ -159,13 +189,13 @@ fn superslabs_of_spans_ask_for_huge_pages_once_the_heap_holds_enough_spans() {
                     free(p as *mut u8);
                 }
             }
+            trim(); // no superslab advised here goes on to the next heap
             advised
         })
         .join()
         .expect("the thread's checks")
     };
-    let fast = spans_of(24);
-    trim(); // no superslab advised in fast goes on to lean's heap
+    let fast = [Wide::Plain, Wide::Zeroed, Wide::Grown].map(|how| spans_of(24, how));
     let lean = {
         /// Back to the default profile for the other tests, even if the thread panics.
         struct Restore;
@@ -176,12 +206,12 @@ fn superslabs_of_spans_ask_for_huge_pages_once_the_heap_holds_enough_spans() {
         }
         let _restore = Restore;
         set_profile(Profile::Lean);
-        spans_of(24)
+        spans_of(24, Wide::Zeroed)
     };
     assert_eq!(
         fast,
-        visible.then_some((false, true)),
-        "fast: the first superslab of spans is not advised, one past 16 MiB of spans is"
+        [(false, false), (false, true), (false, true)].map(|a| visible.then_some(a)),
+        "fast: plain blocks get no advice; zero-filled and grown ones past 16 MiB of spans do"
     );
     assert_eq!(
         lean,
