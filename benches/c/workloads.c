@@ -995,18 +995,17 @@ static uint64_t table_churn(uint64_t ops) { return churn_sized(ops, 250000, shor
 
 /* ---- connection buffers: sized for the largest message, written in part (churn.rs) ---- */
 
-/* A server's 5000 connections, each with a receive buffer of 16, 32 or 64 KiB of which
- * one message of 200..4000 B is written from the start; at each operation one
- * connection closes and another opens (the first 5000 operations open them). */
-static uint64_t conn_buffers(uint64_t ops) {
-    enum { CONNECTIONS = 5000 };
-    unsigned char **slots = calloc(CONNECTIONS, sizeof *slots);
+/* `n` connections, each with a buffer of `smallest` bytes, twice or four times that,
+ * holding a message of lo..hi bytes written from its start; at each operation one
+ * connection closes and another opens (the first `n` operations open them). */
+static uint64_t connections(uint64_t ops, size_t n, size_t smallest, size_t lo, size_t hi) {
+    unsigned char **slots = calloc(n, sizeof *slots);
     if (!slots) abort();
     rng_t rng = rng_new(0);
     for (uint64_t i = 0; i < ops; i++) {
-        size_t k = i < CONNECTIONS ? (size_t)i : rng_below(&rng, CONNECTIONS);
-        size_t size = (size_t)(16 << 10) << rng_below(&rng, 3);
-        size_t written = rng_between(&rng, 200, 4000);
+        size_t k = i < n ? (size_t)i : rng_below(&rng, n);
+        size_t size = smallest << rng_below(&rng, 3);
+        size_t written = rng_between(&rng, lo, hi);
         block_free(slots[k]);
         slots[k] = malloc(size);
         if (!slots[k]) {
@@ -1015,8 +1014,17 @@ static uint64_t conn_buffers(uint64_t ops) {
         }
         memset(slots[k], (int)written, written);
     }
-    free_slots((void **)slots, CONNECTIONS);
+    free_slots((void **)slots, n);
     return ops;
+}
+
+/* A server's 5000 connections with receive buffers of 16, 32 or 64 KiB, messages of
+ * 200..4000 B. */
+static uint64_t conn_buffers(uint64_t ops) { return connections(ops, 5000, 16 << 10, 200, 4000); }
+
+/* 20,000 connections with buffers of 2, 4 or 8 KiB, messages of 100..600 B. */
+static uint64_t conn_buffers_small(uint64_t ops) {
+    return connections(ops, 20000, 2 << 10, 100, 600);
 }
 
 /* ---- the workloads by name, and the driver ---- */
@@ -1061,6 +1069,7 @@ static const workload_t WORKLOADS[] = {
     { "c-fifo", 5000000, fifo },
     { "c-table-churn", 5000000, table_churn },
     { "c-conn-buffers", 300000, conn_buffers },
+    { "c-conn-buffers-small", 300000, conn_buffers_small },
 };
 enum { NUM_WORKLOADS = sizeof WORKLOADS / sizeof WORKLOADS[0] };
 

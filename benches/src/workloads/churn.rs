@@ -58,18 +58,31 @@ pub fn io_buffers(ops: u64) -> u64 {
 /// (the first 5000 operations open them). Most of each buffer is never touched, so
 /// memory the allocator makes resident beyond the pages written is waste.
 pub fn conn_buffers(ops: u64) -> u64 {
-    const CONNECTIONS: usize = 5000;
-    let mut slots = empty_slots(CONNECTIONS);
+    connections(ops, 5000, 16 << 10, (200, 4000))
+}
+
+/// [`conn_buffers`] with small buffers: 20,000 connections, each with a buffer of 2, 4 or
+/// 8 KiB holding a message of 100..600 B (a request's headers in a buffer sized for the
+/// longest).
+pub fn conn_buffers_small(ops: u64) -> u64 {
+    connections(ops, 20_000, 2 << 10, (100, 600))
+}
+
+/// `n` connections, each with a buffer of `smallest` bytes, twice or four times that,
+/// holding a message of `message` bytes (inclusive) written from its start; one
+/// connection replaced at each operation once all are open.
+fn connections(ops: u64, n: usize, smallest: usize, message: (usize, usize)) -> u64 {
+    let mut slots = empty_slots(n);
     let mut rng = Rng::new(0);
     for i in 0..ops {
-        let k = if i < CONNECTIONS as u64 {
+        let k = if i < n as u64 {
             i as usize
         } else {
-            rng.below(CONNECTIONS)
+            rng.below(n)
         };
-        let size = (16 << 10) << rng.below(3);
+        let size = smallest << rng.below(3);
         drop(slots[k].take());
-        slots[k] = Some(Block::new_front(size, rng.between((200, 4000))));
+        slots[k] = Some(Block::new_front(size, rng.between(message)));
     }
     ops
 }

@@ -178,6 +178,11 @@ pub const WORKLOADS: &[Workload] = &[
     Workload::bench("fifo", 5_000_000, Run::Once(churn::fifo)),
     Workload::bench("table-churn", 5_000_000, Run::Once(churn::table)),
     Workload::bench("conn-buffers", 300_000, Run::Once(churn::conn_buffers)),
+    Workload::bench(
+        "conn-buffers-small",
+        300_000,
+        Run::Once(churn::conn_buffers_small),
+    ),
     Workload::soak("phases", phases::plain),
     Workload {
         needs_trim: true,
