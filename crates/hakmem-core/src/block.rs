@@ -482,7 +482,7 @@ unsafe fn move_block<const CHECKED: bool>(
     align: usize,
     new_size: usize,
 ) -> *mut u8 {
-    let fill = Fill::of_copy(old_size.min(new_size), new_size);
+    let fill = Fill::of_resize(old_size, new_size);
     let q = alloc_filled::<CHECKED>(new_size, align, fill);
     // SAFETY: by the caller; `q` is fresh.
     unsafe { move_into::<CHECKED>(p, q, old_size, align, new_size) }
@@ -573,7 +573,7 @@ pub unsafe fn realloc_cached(p: *mut u8, new_size: usize) -> Option<*mut u8> {
     let q = if resized_is_large(new_size, MIN_ALIGN) {
         resized_large(new_size, MIN_ALIGN)
     } else {
-        let fill = Fill::of_copy(block_size(c).min(new_size), new_size);
+        let fill = Fill::of_resize(block_size(c), new_size);
         alloc_filled::<false>(new_size, MIN_ALIGN, fill)
     };
     if !q.is_null() {
@@ -636,11 +636,7 @@ pub unsafe fn realloc_unsized<const CHECKED: bool>(p: *mut u8, new_size: usize) 
     let q = if !CHECKED && resized_is_large(new_size, MIN_ALIGN) {
         resized_large(new_size, MIN_ALIGN)
     } else {
-        alloc_filled::<CHECKED>(
-            new_size,
-            MIN_ALIGN,
-            Fill::of_copy(old.min(new_size), new_size),
-        )
+        alloc_filled::<CHECKED>(new_size, MIN_ALIGN, Fill::of_resize(old, new_size))
     };
     if !q.is_null() {
         // SAFETY: both blocks hold the bytes copied; `p` is the caller's, a block of

@@ -33,15 +33,16 @@ use core::ptr::null_mut;
 pub enum Fill {
     /// Nothing known: a plain allocation, which a program may write only in part.
     Unknown,
-    /// At least half of it: a zero-filled block, or one a resize copies into
-    /// ([`Fill::of_copy`]).
+    /// At least half of it: a zero-filled block, or one a resize copies at least half of
+    /// its bytes into ([`Fill::of_resize`]).
     Dense,
 }
 
 impl Fill {
-    /// The fill of a block of `size` bytes that a resize copies `copied` bytes into.
-    pub fn of_copy(copied: usize, size: usize) -> Fill {
-        if copied >= size / 2 {
+    /// The fill of the block of `new` bytes that a resize of a block of `old` bytes moves
+    /// into: the copy writes `min(old, new)` of its bytes.
+    pub fn of_resize(old: usize, new: usize) -> Fill {
+        if old >= new / 2 {
             Fill::Dense
         } else {
             Fill::Unknown
