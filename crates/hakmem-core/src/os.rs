@@ -140,6 +140,18 @@ pub unsafe fn advise_huge_pages(ptr: *mut u8, size: usize, huge: bool) {
     unsafe { sys::advise_huge_pages(ptr, size, huge) }
 }
 
+/// Make the pages of `[ptr, ptr + size)` huge pages now, where 4 KiB ones are resident
+/// (`MADV_COLLAPSE`, Linux 6.1 on): those missing are filled with zeros. A hint: a kernel
+/// that cannot refuses it, and the answer is ignored.
+///
+/// # Safety
+/// The range lies in a mapping of this module, and its contents may move (the kernel
+/// copies them into the huge page; no other thread may rely on a page's frame).
+pub unsafe fn collapse_huge_pages(ptr: *mut u8, size: usize) {
+    // SAFETY: by the caller.
+    unsafe { sys::collapse_huge_pages(ptr, size) }
+}
+
 /// How [`decommit`] gives pages back.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub enum Decommit {
@@ -315,7 +327,33 @@ impl MemoryReader {
 /// Pages of `[addr, addr + len)` (`addr` page aligned) resident now; `None` when some page
 /// of it is not mapped (or the OS cannot say).
 pub fn resident_pages(addr: usize, len: usize) -> Option<usize> {
-    sys::resident_pages(addr, len)
+    const STRETCH: usize = 256;
+    let mut map = [0u8; STRETCH];
+    let end = addr.checked_add(len)?;
+    let mut resident = 0;
+    let mut at = addr;
+    while at < end {
+        let pages = (end - at).div_ceil(PAGE_SIZE).min(STRETCH);
+        if !residency(at, &mut map[..pages]) {
+            return None;
+        }
+        resident += map[..pages].iter().filter(|&&b| is_resident(b)).count();
+        at += pages * PAGE_SIZE;
+    }
+    Some(resident)
+}
+
+/// Fill `map` with a byte for each page from `addr` (page aligned) on, whose lowest bit
+/// says whether the page is resident ([`is_resident`]); false when some page of them is
+/// not mapped (or the OS cannot say).
+pub fn residency(addr: usize, map: &mut [u8]) -> bool {
+    sys::residency(addr, map)
+}
+
+/// Whether a byte of [`residency`]'s map says its page is resident.
+#[inline]
+pub fn is_resident(b: u8) -> bool {
+    b & 1 != 0
 }
 
 /// The resident set size of this process, in bytes, without allocating; `None` if it

@@ -1,7 +1,7 @@
 //! Transparent huge pages, which hakmem asks for in every profile (these tests run in the
 //! default, `fast`): over the whole mapping of a large block of 4 MiB or more, never over
 //! a smaller one, over superslabs of small blocks once their heap owns 8 MiB of
-//! superslabs, and over those of wide blocks taken for a block known to be written
+//! superslabs (where it writes them densely: tests/sparse_small_blocks.rs), and over those of wide blocks taken for a block known to be written
 //! densely (zero-filled, or grown by `realloc`) once the heap has carved the profile's
 //! `wide_huge_pages_from` of spans for them (16 MiB; 32 in lean), however much the
 //! process maps. The kernel
@@ -13,6 +13,9 @@
 
 use hakmem_core::{alloc, alloc_zeroed, free, realloc, set_profile, trim, Profile};
 use std::sync::{Mutex, MutexGuard};
+
+mod advice;
+use advice::{advice_visible, advised_huge, vm_flags};
 
 const MIB: usize = 1 << 20;
 
@@ -26,39 +29,6 @@ fn alone() -> MutexGuard<'static, ()> {
     let guard = LOCK.lock().unwrap_or_else(|e| e.into_inner());
     trim();
     guard
-}
-
-/// The `VmFlags` of the mapping of `/proc/self/smaps` that holds `addr`.
-fn vm_flags(addr: usize) -> String {
-    let smaps = std::fs::read_to_string("/proc/self/smaps").expect("/proc/self/smaps");
-    let mut inside = false;
-    for line in smaps.lines() {
-        let first = line.split_whitespace().next().unwrap_or("");
-        if let Some((lo, hi)) = first.split_once('-') {
-            if let (Ok(lo), Ok(hi)) = (usize::from_str_radix(lo, 16), usize::from_str_radix(hi, 16))
-            {
-                inside = lo <= addr && addr < hi;
-                continue;
-            }
-        }
-        if inside {
-            if let Some(flags) = line.strip_prefix("VmFlags:") {
-                return flags.to_string();
-            }
-        }
-    }
-    panic!("no mapping holds {addr:#x}");
-}
-
-/// Whether the advice can be seen here. A kernel built without transparent huge pages
-/// refuses it (in CI that is a failure, not a pass); under qemu-user (the AArch64 run of
-/// .ci/run) it is not passed on to the host's kernel, so only the allocation is checked.
-fn advice_visible() -> bool {
-    let thp = std::path::Path::new("/sys/kernel/mm/transparent_hugepage/enabled").exists();
-    if !thp && std::env::var_os("CI").is_some() {
-        panic!("this kernel has no transparent huge pages: the advice cannot be checked");
-    }
-    thp && std::env::var_os("HAKMEM_TEST_RUNNER").is_none()
 }
 
 /// A fresh 3 MiB block (under the 4 MiB that are advised whole).
@@ -98,11 +68,6 @@ fn big_blocks_ask_for_huge_pages_over_their_whole_mapping() {
     }
     // SAFETY: a live block, given up.
     unsafe { free(p) };
-}
-
-/// Whether the mapping holding `addr` carries the huge-page advice.
-fn advised_huge(addr: usize) -> bool {
-    vm_flags(addr).split_whitespace().any(|f| f == "hg")
 }
 
 /// 16 MiB of 64-byte blocks from this thread's heap: the last ones lie in a superslab it

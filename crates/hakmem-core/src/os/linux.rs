@@ -150,6 +150,18 @@ pub unsafe fn advise_huge_pages(ptr: *mut u8, size: usize, huge: bool) {
     unsafe { libc::madvise(ptr.cast(), size, advice) };
 }
 
+/// See [`super::collapse_huge_pages`].
+///
+/// # Safety
+/// As there.
+pub unsafe fn collapse_huge_pages(ptr: *mut u8, size: usize) {
+    /// `MADV_COLLAPSE` (Linux 6.1), which the `libc` crate does not name.
+    const MADV_COLLAPSE: libc::c_int = 25;
+    COUNTERS.madvise.fetch_add(1, Relaxed);
+    // SAFETY: advice about pages of a mapping of ours; it changes no contents.
+    unsafe { libc::madvise(ptr.cast(), size, MADV_COLLAPSE) };
+}
+
 /// See [`super::decommit`].
 ///
 /// # Safety
@@ -339,31 +351,17 @@ impl Drop for Pipe {
     }
 }
 
-/// [`super::resident_pages`]: `mincore`, a stretch of pages at a time.
-pub fn resident_pages(addr: usize, len: usize) -> Option<usize> {
-    const STRETCH: usize = 256;
-    let mut vec = [0u8; STRETCH];
-    let end = addr.checked_add(len)?;
-    let mut resident = 0;
-    let mut at = addr;
-    while at < end {
-        let pages = (end - at).div_ceil(super::PAGE_SIZE).min(STRETCH);
-        // SAFETY: `vec` holds a byte for each of the `pages` pages asked about; the kernel
-        // checks that they are mapped (ENOMEM otherwise) and reads nothing of them.
-        let rc = unsafe {
-            libc::mincore(
-                at as *mut c_void,
-                pages * super::PAGE_SIZE,
-                vec.as_mut_ptr(),
-            )
-        };
-        if rc != 0 {
-            return None;
-        }
-        resident += vec[..pages].iter().filter(|&&b| b & 1 != 0).count();
-        at += pages * super::PAGE_SIZE;
+/// [`super::residency`]: `mincore`.
+pub fn residency(addr: usize, map: &mut [u8]) -> bool {
+    // SAFETY: `map` holds a byte for each of the pages asked about; the kernel checks that
+    // they are mapped (ENOMEM otherwise) and reads nothing of them.
+    unsafe {
+        libc::mincore(
+            addr as *mut c_void,
+            map.len() * super::PAGE_SIZE,
+            map.as_mut_ptr(),
+        ) == 0
     }
-    Some(resident)
 }
 
 /// Read `/proc/self/statm` into `buf` (for [`super::resident_bytes`]); the bytes read.

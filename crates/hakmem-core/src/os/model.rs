@@ -138,6 +138,12 @@ pub unsafe fn unmap(ptr: *mut u8, size: usize) {
     }
 }
 
+/// See [`super::collapse_huge_pages`]: nothing to collapse.
+///
+/// # Safety
+/// As there.
+pub unsafe fn collapse_huge_pages(_ptr: *mut u8, _size: usize) {}
+
 /// See [`super::advise_huge_pages`]: nothing to advise.
 ///
 /// # Safety
@@ -287,8 +293,8 @@ impl Pipe {
 }
 
 /// The model does not know which pages are resident.
-pub fn resident_pages(_addr: usize, _len: usize) -> Option<usize> {
-    None
+pub fn residency(_addr: usize, _map: &mut [u8]) -> bool {
+    false
 }
 
 /// No `/proc` in the model.
