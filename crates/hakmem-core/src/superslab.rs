@@ -269,7 +269,8 @@ enum Advice {
     Huge = 1,
     NoHuge = 2,
     /// Huge, asked for once its first spans were carved with 4 KiB pages and written
-    /// densely ([`SuperSlab::advise_huge_late`]): those still show how the program writes.
+    /// densely ([`SuperSlab::advise_huge_late`]): those still show how the program writes,
+    /// until it is carved again from empty (then `Huge`).
     LateHuge = 3,
 }
 
@@ -433,8 +434,12 @@ impl SuperSlab {
     /// asked for before; no system call when the mapping already carries the advice.
     fn advise(&self, huge: bool) {
         let want = match (huge, self.advice.get()) {
-            (true, Advice::Huge | Advice::LateHuge) | (false, Advice::Default | Advice::NoHuge) => {
-                return
+            (true, Advice::Huge) | (false, Advice::Default | Advice::NoHuge) => return,
+            (true, Advice::LateHuge) => {
+                // Carved again from empty with the advice it has: what it holds resident
+                // shows the blocks it served before, not how the next ones are written.
+                self.advice.set(Advice::Huge);
+                return;
             }
             (true, _) => Advice::Huge,
             (false, Advice::Huge | Advice::LateHuge) => Advice::NoHuge,
