@@ -842,9 +842,10 @@ impl Heap {
     /// `c-usable-growth`, vectors grown by doubling up to 10 KiB, took 1,641 page faults
     /// against 618 with huge pages for every superslab past 8 MiB; 1,132 advised late
     /// without collapsing its 4 KiB pages, in 1.04x the time (15 alternated runs under
-    /// `LD_PRELOAD`); 961 this way, in 0.99x. A heap's first superslabs, taken before it owned 8 MiB, get
-    /// huge pages this way too: `pages` 1,093 faults against 1,784, `list-rebuild` 603
-    /// against 1,106 (`perf stat -e page-faults`).
+    /// `LD_PRELOAD`); 961 this way, in 0.99x. A heap's first superslabs, taken before it
+    /// owned 8 MiB, get huge pages this way too: `pages` 1,093 faults against 1,784,
+    /// `list-rebuild` 603 against 1,106 (`perf stat -e page-faults`), at 7.2 MiB peak
+    /// against 6.4 (the full run in docs/BENCHMARKS.md).
     fn advise_huge_late(&self, s: &SuperSlab) {
         let at = s as *const SuperSlab as *mut SuperSlab;
         if s.holds_wide()

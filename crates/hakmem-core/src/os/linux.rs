@@ -158,7 +158,8 @@ pub unsafe fn collapse_huge_pages(ptr: *mut u8, size: usize) {
     /// `MADV_COLLAPSE` (Linux 6.1), which the `libc` crate does not name.
     const MADV_COLLAPSE: libc::c_int = 25;
     COUNTERS.madvise.fetch_add(1, Relaxed);
-    // SAFETY: advice about pages of a mapping of ours; it changes no contents.
+    // SAFETY: advice about pages of a mapping of ours; it changes no contents (a page
+    // not present reads as zero before and after).
     unsafe { libc::madvise(ptr.cast(), size, MADV_COLLAPSE) };
 }
 
