@@ -1,11 +1,11 @@
 //! Transparent huge pages, which hakmem asks for in every profile (these tests run in the
 //! default, `fast`): over the whole mapping of a large block of 4 MiB or more, never over
 //! a smaller one, over superslabs of small blocks once their heap owns 8 MiB of
-//! superslabs (where it writes them densely: tests/sparse_small_blocks.rs), and over those of wide blocks taken for a block known to be written
-//! densely (zero-filled, or grown by `realloc`) once the heap has carved the profile's
-//! `wide_huge_pages_from` of spans for them (16 MiB; 32 in lean), however much the
-//! process maps. The kernel
-//! shows the advice as the `hg` flag of the mapping in `/proc/self/smaps`.
+//! superslabs (where it writes them densely: tests/sparse_small_blocks.rs), and over those
+//! of wide blocks taken for a block known to be written densely (zero-filled, or grown by
+//! `realloc`) once the heap has carved the profile's `wide_huge_pages_from` of spans for
+//! them (16 MiB; 32 in lean), however much the process maps. The kernel shows the advice
+//! as the `hg` flag of the mapping in `/proc/self/smaps`.
 //!
 //! A block under 4 MiB has no advice: the one whole 2 MiB stretch it can cover holds its
 //! header, so only `khugepaged` would ever make it a huge page, 2 MiB resident for a block
