@@ -392,6 +392,32 @@ impl Heap {
         unsafe { self.flush(c, first, n) }
     }
 
+    /// Give back `blocks`, of class `c`, to their spans' bitmaps one by one: what a
+    /// thread's stash gathered of a batch freed in scattered order
+    /// ([`crate::thread_cache`]), where [`Heap::flush`] would find no two neighbours to
+    /// give back together. Their addresses come from an array, not from links in the
+    /// blocks, so no block is read.
+    ///
+    /// # Safety
+    /// `blocks` are distinct handed-out blocks of class `c` in superslabs this heap owns,
+    /// which the caller gives up; the caller holds the heap.
+    pub unsafe fn give_back_scattered(&self, c: Class, blocks: &[*mut Block]) {
+        let g = SpanGeometry::of(c);
+        for &p in blocks {
+            // SAFETY: a handed-out block lies in a live superslab, ours by the caller.
+            let ss = unsafe { &*SuperSlab::of(p as usize) };
+            // SAFETY: we own the slab, and the block is handed out.
+            let meta = unsafe { ss.put_lone(&g, p) };
+            // Most blocks land in a slab that has blocks out and is on its partial list
+            // already: two tests, no call.
+            if meta.used() == 0 || !meta.in_partial() {
+                // A superslab given back here holds none of the other blocks.
+                let _ = self.after_return(ss, meta);
+            }
+        }
+        self.add_taken(c, -(blocks.len() as isize));
+    }
+
     /// Give the depot's blocks back to their slabs (ours to our free lists, others' to
     /// their remote lists): as many batches a class as it holds at most, so that threads
     /// putting batches meanwhile do not keep this one here.

@@ -19,9 +19,9 @@
 //! capacity 0, so the first allocation and the first free take the slow path, which sets
 //! the thread up. The fast path never asks "initialised?".
 
-/// Bytes of the slot (the thread cache asserts that it fits): 64 bins of 16 bytes and a
-/// line for the rest.
-pub const SLOT_BYTES: usize = 1088;
+/// Bytes of the slot (the thread cache asserts that it fits): 64 bins of 16 bytes, the
+/// stash's 64 pointers and 8 bytes, and 32 bytes for the rest.
+pub const SLOT_BYTES: usize = 1600;
 /// Alignment of the slot (a cache line).
 pub const SLOT_ALIGN: usize = 64;
 
