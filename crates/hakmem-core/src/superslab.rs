@@ -781,6 +781,17 @@ fn set_free_bit(bits: &[Cell<u64>; BITMAP_WORDS], g: &SpanGeometry, p: *mut Bloc
     }
 }
 
+/// How many block sizes apart the ends of a dense stretch of `len` blocks may lie
+/// ([`SlabMeta::put_stretch`]): two a block, as when every other block was freed, and two
+/// more for the blocks a thread's stash took out of the run (`thread_cache.rs`, `Stash`:
+/// two in a row at most). Without those two, a stash that took two blocks of
+/// `c-half-freed`'s every other one made the next flush's stretch set its bits one by
+/// one: 173.4M instructions against 159.1M (callgrind, 1.5M operations).
+#[inline(always)]
+fn dense_reach(len: u32) -> usize {
+    2 * len as usize + 2
+}
+
 fn span_mask(first: usize, n: usize) -> u64 {
     (if n >= 64 { !0 } else { (1u64 << n) - 1 }) << first
 }
@@ -964,9 +975,9 @@ impl SlabMeta {
     }
 
     /// Give back a stretch of `len` (>= 1) blocks of this span that the owner holds,
-    /// linked from `first` to `last`: a dense stretch (its ends at most two block sizes a
-    /// block apart) goes in front of the free list as it is; the blocks of any other set
-    /// their bits in the span's bitmap.
+    /// linked from `first` to `last`: a dense stretch (its ends at most
+    /// [`dense_reach`]`(len)` block sizes apart) goes in front of the free list as it is;
+    /// the blocks of any other set their bits in the span's bitmap.
     ///
     /// A lone block, or a few scattered over the span, is what a batch freed in random
     /// order gives back, and their bits are what makes [`SlabMeta::take`] hand them out
@@ -998,7 +1009,7 @@ impl SlabMeta {
         len: u32,
     ) {
         debug_assert!(g.class == self.class(), "a geometry of another class");
-        if len > 1 && (last as usize).abs_diff(first as usize) <= 2 * len as usize * g.size {
+        if len > 1 && (last as usize).abs_diff(first as usize) <= dense_reach(len) * g.size {
             // SAFETY: by the caller.
             return unsafe { self.put_chain(first, last, len) };
         }

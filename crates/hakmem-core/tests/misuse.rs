@@ -28,6 +28,7 @@ fn main() {
             free_of_an_ended_pair_half_aborts,
             free_inside_a_small_block_aborts,
             double_free_of_a_scattered_small_block_aborts,
+            double_free_through_the_stash_aborts,
         ],
     )
 }
@@ -85,6 +86,14 @@ fn double_free_of_a_scattered_small_block_aborts() {
     expect_abort("small-double", "double free");
 }
 
+/// A small block freed twice in a row while its bin is full: the first free puts it in
+/// the thread's stash, unwritten (`thread_cache.rs`, `Stash`), the second, near the
+/// stash's last block, overflows the bin, whose flush gives it back; when the stash goes
+/// back too, at the thread's exit, the block's bit is set already.
+fn double_free_through_the_stash_aborts() {
+    expect_abort("stash-double", "double free");
+}
+
 /// The child: the misuse of `case`.
 fn child(case: &str) {
     let on_stack = [0u8; 64];
@@ -123,6 +132,19 @@ fn child(case: &str) {
                 for i in [0, 500, 0, 999] {
                     free(blocks[i] as *mut u8);
                 }
+            })
+            .join()
+            .expect("the thread"),
+            "stash-double" => std::thread::spawn(|| {
+                let mut blocks: Vec<usize> = (0..20_000).map(|_| alloc(48, 16) as usize).collect();
+                let twice = blocks.pop().expect("blocks");
+                common::shuffle(&mut blocks);
+                // Enough scattered frees to fill the bin and start the stash.
+                for &p in &blocks {
+                    free(p as *mut u8);
+                }
+                free(twice as *mut u8);
+                free(twice as *mut u8);
             })
             .join()
             .expect("the thread"),
