@@ -715,15 +715,15 @@ impl Drop for KeepErrno {
 /// one after another, each step waiting for the last. A block that joins the stash is
 /// not written at all, and its flush reads addresses out of an array. `c-list-rebuild`
 /// (a list of 100K records of 32 B freed in random order, round after round), its free
-/// phase (`c-workloads --phases c-list-rebuild 2000000`, 7 alternated runs, medians):
-/// 10.10 ms against 12.20 before, mimalloc 2.0.9 8.11; the row 16.72 ms against 18.70,
-/// mimalloc 2.0.9 16.62 (Intel Xeon, 2 cores, KVM).
+/// phase (`c-workloads --phases c-list-rebuild 2000000`, 9 alternated runs, medians):
+/// 9.66 ms against 11.56 before, mimalloc 2.0.9 7.84, mimalloc 3 9.01; the row 16.94 ms
+/// against 18.76, mimalloc 2.0.9 16.44, mimalloc 3 17.14 (Intel Xeon, 2 cores, KVM).
 ///
 /// Blocks freed in address order, or in its reverse, keep the bin's way: their flush
 /// gives back runs of neighbours a span at a time, cheaper than a block at a time, and
-/// their lines are no misses. So a block lying within [`NEAR`] bytes of the stash's last
-/// one overflows the bin instead: a stash that took them had `c-batch-fwd` take 1.15x
-/// its time. A stash of all classes, each flush finding each block's class again, had
+/// their lines are no misses. So the second block in a row to lie within [`NEAR`] bytes
+/// of the stash's last one overflows the bin instead ([`Stash::continued_by`]): a stash
+/// that took them had `c-batch-fwd` take 1.15x its time. A stash of all classes, each flush finding each block's class again, had
 /// `c-batch-rand` (mixed sizes) take 1.11x: one class at a time, the classes the stash
 /// does not hold overflow their bins (7 alternated runs each, throwaway builds).
 ///
