@@ -129,8 +129,9 @@ use core::ptr::null_mut;
 /// One class's stack of free blocks.
 ///
 /// Invariant: `room == limit - (length of the list at head)`; it goes below 0 only for
-/// the moment between the push that overflows the bin ([`overflow`]) and its flush. `limit` is 0 until the thread's heap exists, which sends the
-/// first free of the thread to the slow path.
+/// the moment between the push that overflows the bin ([`overflow`]) and its flush.
+/// `limit` is 0 until the thread's heap exists, which sends the first free of the thread
+/// to the slow path.
 #[repr(C)]
 pub struct Bin {
     pub head: *mut Block,
@@ -723,9 +724,10 @@ impl Drop for KeepErrno {
 /// gives back runs of neighbours a span at a time, cheaper than a block at a time, and
 /// their lines are no misses. So the second block in a row to lie within [`NEAR`] bytes
 /// of the stash's last one overflows the bin instead ([`Stash::continued_by`]): a stash
-/// that took them had `c-batch-fwd` take 1.15x its time. A stash of all classes, each flush finding each block's class again, had
-/// `c-batch-rand` (mixed sizes) take 1.11x: one class at a time, the classes the stash
-/// does not hold overflow their bins (7 alternated runs each, throwaway builds).
+/// that took them had `c-batch-fwd` take 1.15x its time. A stash of all classes, each
+/// flush finding each block's class again, had `c-batch-rand` (mixed sizes) take 1.11x:
+/// one class at a time, the classes the stash does not hold overflow their bins (7
+/// alternated runs each, throwaway builds).
 ///
 /// Invariant: `blocks[..len]` are blocks of class `class`, of at most
 /// [`STASH_MAX_BLOCK`] bytes, that the thread gave up (one given up twice, a double free,
@@ -808,9 +810,9 @@ impl Stash {
     }
 }
 
-/// The free of `p` into its full `bin` (its `room` 0): onto the
-/// stash when `p` continues it, else [`free_overflow`]. Small and without calls but its
-/// tail call, so that it saves no register.
+/// The free of `p` into its full `bin` (its `room` 0): onto the stash when `p` continues
+/// it, else [`free_overflow`]. Small and without calls but its tail call, so that it
+/// saves no register.
 ///
 /// # Safety
 /// As for [`push`].
