@@ -399,8 +399,9 @@ impl Heap {
     /// blocks, so no block is read.
     ///
     /// # Safety
-    /// `blocks` are distinct handed-out blocks of class `c` in superslabs this heap owns,
-    /// which the caller gives up; the caller holds the heap.
+    /// `blocks` are handed-out blocks of class `c` in superslabs this heap owns, which the
+    /// caller gives up (one that appears twice, a double free, is reported when its bit
+    /// is found set); the caller holds the heap.
     pub unsafe fn give_back_scattered(&self, c: Class, blocks: &[*mut Block]) {
         let g = SpanGeometry::of(c);
         for &p in blocks {

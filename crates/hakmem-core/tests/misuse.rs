@@ -87,9 +87,9 @@ fn double_free_of_a_scattered_small_block_aborts() {
 }
 
 /// A small block freed twice in a row while its bin is full: the first free puts it in
-/// the thread's stash, unwritten (`thread_cache.rs`, `Stash`), the second, near the
-/// stash's last block, overflows the bin, whose flush gives it back; when the stash goes
-/// back too, at the thread's exit, the block's bit is set already.
+/// the thread's stash, unwritten (`thread_cache.rs`, `Stash`), and so does the second
+/// (one block near the stash's last is taken); when the stash goes back, at the
+/// thread's exit, the second finds the block's bit set.
 fn double_free_through_the_stash_aborts() {
     expect_abort("stash-double", "double free");
 }
