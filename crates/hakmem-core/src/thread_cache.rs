@@ -754,13 +754,9 @@ const NEAR: usize = 2048;
 /// ([`crate::depot::served`]) as a batch linked through them.
 const STASH_MAX_BLOCK: usize = 1024;
 
-/// Whether blocks of class `c` may join the stash.
-fn stashed(c: Class) -> bool {
-    block_size(c) <= STASH_MAX_BLOCK
-}
-
-/// The number of classes whose blocks may join the stash: they come first, in order of
-/// size, so the test on the free's cold path compares the class's index with this.
+/// The number of classes whose blocks may join the stash (those of at most
+/// [`STASH_MAX_BLOCK`] bytes): they come first, in order of size, so the test on the
+/// free's cold path compares the class's index with this.
 const STASHED_CLASSES: usize = {
     let mut k = 0;
     while k < NUM_CLASSES && crate::size_class::BLOCK_SIZE[k] as usize <= STASH_MAX_BLOCK {
@@ -835,25 +831,25 @@ unsafe fn free_full<H: ThreadHooks>(p: *mut u8, bin: *mut Bin) {
         s.add(p);
         return;
     }
-    // SAFETY: by the caller.
-    unsafe { free_overflow::<H>(p, bin) }
+    // SAFETY: by the caller; `k` is a class's index (below `STASHED_CLASSES`).
+    unsafe { free_overflow::<H>(p, bin, Class::new(k)) }
 }
 
-/// [`free_full`] for a block that does not continue the stash: it starts the stash anew
-/// (flushing a full one first) when it may, else it joins its bin, which overflows.
+/// [`free_full`] for a block of class `c` (one the stash may take) that does not
+/// continue the stash: it starts the stash anew (flushing a full one first) when it may,
+/// else it joins its bin, which overflows.
 ///
 /// # Safety
-/// As for [`push`].
+/// As for [`push`]; `bin` is `c`'s.
 #[inline(never)]
-unsafe fn free_overflow<H: ThreadHooks>(p: *mut u8, bin: *mut Bin) {
+unsafe fn free_overflow<H: ThreadHooks>(p: *mut u8, bin: *mut Bin, c: Class) {
     let tc = cache();
-    let c = class_of_bin(bin);
     // SAFETY: the thread's own cache.
     let h = unsafe { (*tc).heap };
     // SAFETY: the thread's own cache, reached in place.
     let s = unsafe { &mut (*tc).stash };
     // SAFETY: `p` is a handed-out block, and `h` this thread's live heap.
-    if stashed(c) && s.restarted_by(c) && !h.is_null() && unsafe { (*h).owns(p.cast()) } {
+    if s.restarted_by(c) && !h.is_null() && unsafe { (*h).owns(p.cast()) } {
         if s.len > 0 {
             // SAFETY: `h` is this thread's heap.
             unsafe { flush_stash::<H>(tc, h) };
@@ -1119,7 +1115,8 @@ mod tests {
     #[test]
     fn the_stash_takes_the_classes_below_its_index_bound() {
         for c in Class::all() {
-            assert_eq!(c.index() < STASHED_CLASSES, stashed(c), "{c:?}");
+            let stashed = block_size(c) <= STASH_MAX_BLOCK;
+            assert_eq!(c.index() < STASHED_CLASSES, stashed, "{c:?}");
         }
     }
 
