@@ -18,6 +18,7 @@ use crate::misuse::{report_misuse, Misuse};
 use crate::os;
 use crate::pool;
 use crate::process::Hooks;
+use crate::retain;
 use crate::size_class::{self, block_size, class_for, Class, MIN_ALIGN};
 use crate::slab_map;
 use crate::thread_cache::{self, Fill, KeepErrno};
@@ -255,7 +256,17 @@ unsafe fn free_large(p: *mut u8) {
         Some(h) => unsafe { large::free(h, now) },
         None => report_misuse(p, Misuse::InvalidFree, None),
     }
-    pool::expire(now);
+    expire_caches(now);
+}
+
+/// After a large block went to the caches at `now`: give back the cached large mappings
+/// and empty superslabs that are over the budget or kept too long, when a pass may find
+/// any.
+fn expire_caches(now: u64) {
+    if retain::sweep_due(now) {
+        large::expire(now);
+        pool::expire(now);
+    }
 }
 
 /// Free `p` without knowing its size (C's `free`), classifying it once; null is ignored.
@@ -645,7 +656,11 @@ pub unsafe fn realloc_unsized<const CHECKED: bool>(p: *mut u8, new_size: usize) 
             core::ptr::copy_nonoverlapping(p, q, old.min(new_size));
             match block {
                 Ok(class) => free_small::<CHECKED>(p, class),
-                Err(h) => large::free(h, os::now_ms()),
+                Err(h) => {
+                    let now = os::now_ms();
+                    large::free(h, now);
+                    expire_caches(now);
+                }
             }
         }
     }

@@ -581,7 +581,9 @@ impl Large {
     }
 }
 
-/// Free the large block whose header is `h`, at `now` ([`os::now_ms`]).
+/// Free the large block whose header is `h`, at `now` ([`os::now_ms`]), into the cache;
+/// the caller then gives back what is over the budget or kept too long, when due
+/// ([`expire`], [`retain::sweep_due`]).
 ///
 /// # Safety
 /// `h` came from [`header_of`] for a block the caller gives up.
@@ -601,7 +603,6 @@ pub unsafe fn free(h: Large, now: u64) {
             freed_ms: now,
         });
     }
-    expire(now);
     retain::wake();
 }
 
