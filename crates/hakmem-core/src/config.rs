@@ -186,12 +186,17 @@ pub fn cache_capacity(policy: &Policy, block: usize) -> u32 {
 
 /// Capacity of a medium bin that the thread's last medium miss was not of: what fits in
 /// [`MEDIUM_SIDE_BIN_BYTES`], at least one.
-pub fn medium_side_capacity(block: usize) -> u32 {
+pub const fn medium_side_capacity(block: usize) -> u32 {
     medium_capacity(MEDIUM_SIDE_BIN_BYTES, block)
 }
 
-fn medium_capacity(bytes: usize, block: usize) -> u32 {
-    ((bytes / block) as u32).max(1)
+const fn medium_capacity(bytes: usize, block: usize) -> u32 {
+    let n = (bytes / block) as u32;
+    if n > 1 {
+        n
+    } else {
+        1
+    }
 }
 
 /// Bytes the bin of a medium class may hold while it is the class of the thread's last

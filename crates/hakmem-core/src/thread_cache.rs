@@ -121,7 +121,7 @@ use crate::misuse::{self, Misuse};
 use crate::remote::Block;
 use crate::retain;
 use crate::size_class::{
-    block_size, is_medium, medium_classes, Class, MapByte, PerClass, NUM_CLASSES,
+    block_size, is_medium, medium_classes, Class, MapByte, PerClass, BLOCK_SIZE, NUM_CLASSES,
 };
 use crate::tls;
 use core::ptr::null_mut;
@@ -575,12 +575,24 @@ unsafe fn flush_medium(tc: *mut ThreadCache, h: *mut Heap, missed: Class) {
             // SAFETY: the bin's blocks are ours; `h` is our heap.
             unsafe { flush_newest(bin, h, k, 0, Heap::flush) };
         }
-        if k != missed {
-            let side = config::medium_side_capacity(block_size(k));
-            bin.set_limit(bin.limit.min(side));
+        let side = SIDE_CAPACITY[k.index()];
+        if k != missed && bin.limit > side {
+            bin.set_limit(side);
         }
     }
 }
+
+/// [`config::medium_side_capacity`] of every class, computed at build time:
+/// [`flush_medium`] runs at every medium miss and divided once a medium class there.
+static SIDE_CAPACITY: [u32; NUM_CLASSES] = {
+    let mut side = [0; NUM_CLASSES];
+    let mut i = 0;
+    while i < NUM_CLASSES {
+        side[i] = config::medium_side_capacity(BLOCK_SIZE[i] as usize);
+        i += 1;
+    }
+    side
+};
 
 /// A bin that overflows with the thread's own blocks while upkeep had shrunk it below
 /// its initial capacity ([`shrink_idle`]) gets twice the capacity, up to that initial
