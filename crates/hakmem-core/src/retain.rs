@@ -8,7 +8,8 @@
 //!   buffers, finds them; one that shrank for good keeps at most its old peak, for at
 //!   most `retain_ms`);
 //! - time: a piece retained longer than `retain_ms` is given back the next time its cache
-//!   is used or a thread does its upkeep, and, in the profiles that ask for it
+//!   is used (by a free of a large block, in the first one of each millisecond:
+//!   [`sweep_due`]) or a thread does its upkeep, and, in the profiles that ask for it
 //!   (`balanced`, `lean`), by a background thread that runs while anything is retained or
 //!   some thread is active ([`crate::process`] starts it through [`wake`]), so that a
 //!   program that stops calling the allocator still gets its memory back within about
