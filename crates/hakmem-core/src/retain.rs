@@ -128,9 +128,10 @@ pub fn excess(now: u64) -> usize {
 /// than the pass's, so none outstays its time before the clock moves on (unless the
 /// profile keeps pieces for no time at all). A free of a large block made three passes
 /// under three locks, and each locked instruction waits for the stores before it: 300K
-/// frees of 64 KiB..4 MiB blocks written at both ends (`c-large`) took 1.18x the time of
-/// `709a854` (which kept no time-bound cache) with a pass at every free, 1.04x with none
-/// (9 alternated runs under `LD_PRELOAD`).
+/// replacements of 64 KiB..4 MiB blocks written at both ends (`c-large`) took 1.18x-1.22x
+/// the time of `709a854` (the commit issue #10 was filed at) with the passes at every
+/// free, 1.05x-1.09x with this, 1.04x-1.06x with none at all (sets of 9 alternated runs
+/// under `LD_PRELOAD`).
 pub fn sweep_due(now: u64) -> bool {
     if excess(now) > 0 || config::current().retain_ms == 0 {
         return true;
