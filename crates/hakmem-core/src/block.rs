@@ -249,20 +249,24 @@ unsafe fn free_small<const CHECKED: bool>(p: *mut u8, c: Class) {
 #[cold]
 unsafe fn free_large(p: *mut u8) {
     let _errno = KeepErrno::new();
-    let now = os::now_ms();
     // SAFETY: by the caller, a live large block.
     match unsafe { large::header_of(p) } {
         // SAFETY: the header is the block's.
-        Some(h) => unsafe { large::free(h, now) },
+        Some(h) => unsafe { release_large(h) },
         None => report_misuse(p, Misuse::InvalidFree, None),
     }
-    expire_caches(now);
 }
 
-/// After a large block went to the caches at `now`: give back the cached large mappings
-/// and empty superslabs that are over the budget or kept too long, when a pass may find
-/// any.
-fn expire_caches(now: u64) {
+/// Give the large block of header `h` to the caches, then give back the cached large
+/// mappings and empty superslabs that are over the budget or kept too long, when a pass
+/// may find any ([`retain::sweep_due`]).
+///
+/// # Safety
+/// As for [`large::free`].
+unsafe fn release_large(h: large::Large) {
+    let now = os::now_ms();
+    // SAFETY: by the caller.
+    unsafe { large::free(h, now) };
     if retain::sweep_due(now) {
         large::expire(now);
         pool::expire(now);
@@ -656,11 +660,7 @@ pub unsafe fn realloc_unsized<const CHECKED: bool>(p: *mut u8, new_size: usize) 
             core::ptr::copy_nonoverlapping(p, q, old.min(new_size));
             match block {
                 Ok(class) => free_small::<CHECKED>(p, class),
-                Err(h) => {
-                    let now = os::now_ms();
-                    large::free(h, now);
-                    expire_caches(now);
-                }
+                Err(h) => release_large(h),
             }
         }
     }
