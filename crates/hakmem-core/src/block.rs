@@ -98,15 +98,26 @@ pub fn alloc<const CHECKED: bool>(size: usize, align: usize) -> *mut u8 {
 #[inline(always)]
 fn alloc_filled<const CHECKED: bool>(size: usize, align: usize, fill: Fill) -> *mut u8 {
     match checks::request_class::<CHECKED>(size, align) {
-        Some(c) => alloc_small::<CHECKED>(c, fill),
+        Some(c) => alloc_small::<CHECKED>(c, align, fill),
         None => alloc_large(size, align).0,
     }
 }
 
-/// A block of class `c`, armed when checked.
+/// A block of class `c` for a request aligned to `align`, armed when checked.
+///
+/// Plain, a request of more than [`GROW_LARGE_FROM`] bytes with no alignment over
+/// [`MIN_ALIGN`] may get a block of a larger medium class when its own bin is empty
+/// ([`thread_cache::alloc`]): a sized free of such a request finds the block's class by
+/// lookup ([`stated_class`], [`dealloc_big`]), as C's `free` does. A checked block keeps
+/// the canary of the class it was asked for.
 #[inline(always)]
-fn alloc_small<const CHECKED: bool>(c: Class, fill: Fill) -> *mut u8 {
-    let p = thread_cache::alloc::<Hooks>(c, fill);
+fn alloc_small<const CHECKED: bool>(c: Class, align: usize, fill: Fill) -> *mut u8 {
+    let wider_from = if CHECKED || align > MIN_ALIGN {
+        usize::MAX
+    } else {
+        GROW_LARGE_FROM
+    };
+    let p = thread_cache::alloc::<Hooks>(c, fill, wider_from);
     if CHECKED && !p.is_null() {
         // SAFETY: a fresh block of class `c`.
         unsafe { checks::arm(p, c) };
@@ -135,7 +146,7 @@ pub fn alloc_cached(size: usize) -> *mut u8 {
 #[inline]
 pub fn alloc_zeroed<const CHECKED: bool>(size: usize, align: usize) -> *mut u8 {
     let (p, dirty) = match checks::request_class::<CHECKED>(size, align) {
-        Some(c) => (alloc_small::<CHECKED>(c, Fill::Dense), size),
+        Some(c) => (alloc_small::<CHECKED>(c, align, Fill::Dense), size),
         None => alloc_large(size, align),
     };
     if !p.is_null() {
@@ -211,20 +222,22 @@ fn stated_class(size: usize, align: usize) -> Option<Class> {
     }
 }
 
-/// [`dealloc`] (plain) of a block stated to be more than [`GROW_LARGE_FROM`] bytes: of
-/// its class, or large if a resize made it so.
+/// [`dealloc`] (plain) of a block stated to be more than [`GROW_LARGE_FROM`] bytes:
+/// large if the request is, else as C's `free` finds it: large if a resize made it so,
+/// or of the class the slab map says, which may be larger than the request's
+/// ([`alloc_small`]).
 ///
 /// # Safety
 /// As for [`dealloc`].
 #[cold]
 #[inline(never)]
 unsafe fn dealloc_big(p: *mut u8, size: usize, align: usize) {
-    match class_for(size, align) {
-        // SAFETY: by the caller, `p` is a block of class `c`.
-        Some(c) if !is_large_block(p) => unsafe { free_small::<false>(p, c) },
+    if class_for(size, align).is_none() {
         // SAFETY: by the caller, `p` is a large block.
-        _ => unsafe { free_large(p) },
+        return unsafe { free_large(p) };
     }
+    // SAFETY: by the caller, a live block.
+    unsafe { free_or_else::<false, _>(p, |p, why| report_not_freed::<false>(p, why)) }
 }
 
 /// Give a small block of class `c` back (marked freed when checked).

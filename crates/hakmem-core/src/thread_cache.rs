@@ -278,14 +278,16 @@ pub fn set_countdown(bytes: isize) {
 }
 
 /// Allocate a block of class `c`, which the caller will write as `fill` says (it
-/// matters only when the heap takes memory: [`Fill`]). Null when memory is exhausted.
+/// matters only when the heap takes memory: [`Fill`]), or, when the bin of `c` is empty
+/// and its blocks are over `wider_from` bytes, of a larger medium class
+/// ([`pop_larger`]; `usize::MAX`: never). Null when memory is exhausted.
 #[inline(always)]
-pub fn alloc<H: ThreadHooks>(c: Class, fill: Fill) -> *mut u8 {
+pub fn alloc<H: ThreadHooks>(c: Class, fill: Fill, wider_from: usize) -> *mut u8 {
     let b = pop(c);
     if !b.is_null() {
         return b;
     }
-    alloc_slow::<H>(c, fill)
+    alloc_slow::<H>(c, fill, wider_from)
 }
 
 /// A block of class `c` from the cache, or null when the bin is empty (the caller then
@@ -616,9 +618,47 @@ fn grow_capacity(bin: &mut Bin, c: Class) {
     }
 }
 
+/// Classes above a medium class whose cached blocks [`pop_larger`] looks at: four
+/// classes a doubling, so blocks up to twice the size.
+const WIDER_CLASSES: usize = 4;
+
+/// A cached block of the smallest medium class above `c` that has one, up to
+/// [`WIDER_CLASSES`] above; null if none has. The caller gets a block of that class,
+/// whose frees find its class by lookup, as C's `free` does.
+///
+/// A block of 64 KiB..1 MiB is a span of its own: a program that replaces such blocks by
+/// others of random sizes finds the bin of the size it wants empty at nearly every
+/// allocation, while what it freed lies in the bins of other sizes. Each such miss took
+/// the heap, gave those blocks back to their spans and carved a span for the one it
+/// wanted (1,432 instructions a call in `c-large`, whose slots of 64 KiB..4 MiB hold a
+/// medium block a quarter of the time). `c-large` took 1.07x the time of `709a854`,
+/// whose every such block was a cached mapping of its own, and takes 1.02x this way
+/// (9 alternated runs of `c-workloads c-large` under `LD_PRELOAD`); with blocks up to four
+/// times the size 1.01x, but `c-large-written` then peaked at 79.8 MiB against 77.3 (7
+/// runs). The block's pages past the request were written by its last user, so resident
+/// already, or are never touched.
 #[cold]
 #[inline(never)]
-fn alloc_slow<H: ThreadHooks>(c: Class, fill: Fill) -> *mut u8 {
+fn pop_larger(c: Class) -> *mut u8 {
+    let top = (c.index() + WIDER_CLASSES).min(NUM_CLASSES - 1);
+    for k in c.index() + 1..=top {
+        let b = pop_wide(Class::new(k));
+        if !b.is_null() {
+            return b;
+        }
+    }
+    null_mut()
+}
+
+#[cold]
+#[inline(never)]
+fn alloc_slow<H: ThreadHooks>(c: Class, fill: Fill, wider_from: usize) -> *mut u8 {
+    if is_medium(c) && block_size(c) > wider_from {
+        let b = pop_larger(c);
+        if !b.is_null() {
+            return b;
+        }
+    }
     let b = refill_bin::<H>(c, fill);
     retain::wake_if_wanted();
     b
