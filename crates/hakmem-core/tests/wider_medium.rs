@@ -1,6 +1,6 @@
 //! A request of more than 128 KiB (`block::GROW_LARGE_FROM`) whose medium class has no
-//! cached block takes a cached block of a larger medium class, up to twice the size, with
-//! no slow path; a sized free of it (`dealloc`, which states the smaller request) finds
+//! cached block takes a cached block of a larger medium class, up to twice the size,
+//! without the heap; a sized free of it (`dealloc`, which states the smaller request) finds
 //! the block's own class by lookup and gives it back to that class's bin.
 //!
 //! Its own process with one test: the thread's cache holds only what this test freed.
