@@ -170,6 +170,9 @@ fn resized_large(size: usize, align: usize) -> *mut u8 {
 }
 
 fn large_block(size: usize, align: usize, resized: bool) -> (*mut u8, usize) {
+    if let Some(got) = thread_cache::reuse_large(size, align, resized) {
+        return got;
+    }
     let got = large::alloc(size, align, resized);
     if !got.0.is_null() {
         return got;
@@ -270,20 +273,25 @@ unsafe fn free_large(p: *mut u8) {
     }
 }
 
-/// Give the large block of header `h` to the caches, then give back the cached large
-/// mappings and empty superslabs that are over the budget or kept too long, when a pass
-/// may find any ([`retain::sweep_due`]).
+/// Give the large block of header `h` to the thread's cache or the cache of extents; when
+/// one goes to the cache of extents, give back the cached large mappings and empty
+/// superslabs that are over the budget or kept too long, when a pass may find any
+/// ([`retain::sweep_due`]).
 ///
 /// # Safety
-/// As for [`large::free`].
+/// `h` came from [`large::header_of`] for a block the caller gives up.
 unsafe fn release_large(h: large::Large) {
-    let now = os::now_ms();
     // SAFETY: by the caller.
-    unsafe { large::free(h, now) };
+    let Some(k) = thread_cache::keep_large(unsafe { large::retire(h) }) else {
+        return;
+    };
+    let now = os::now_ms();
+    large::release(k, now);
     if retain::sweep_due(now) {
         large::expire(now);
         pool::expire(now);
     }
+    retain::wake_if_wanted();
 }
 
 /// Free `p` without knowing its size (C's `free`), classifying it once; null is ignored.

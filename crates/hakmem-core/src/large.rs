@@ -55,6 +55,7 @@ use crate::config;
 use crate::os::{self, PAGE_SIZE};
 use crate::retain;
 use crate::sync::{AtomicU64, AtomicUsize, Ordering, SpinLock};
+use core::num::NonZeroUsize;
 use core::ptr::{null_mut, NonNull};
 
 /// Largest alignment served (the user pointer must stay in the first chunk).
@@ -242,7 +243,7 @@ pub fn alloc(size: usize, align: usize, resized: bool) -> (*mut u8, usize) {
     if need > MAX_NEED {
         return (null_mut(), 0);
     }
-    if !resized && offset == MIN_OFFSET && need > PAIR_FROM && need <= HALF {
+    if takes_half(need, offset, resized) {
         if let Some(got) = alloc_half(size) {
             return got;
         }
@@ -521,7 +522,7 @@ unsafe fn write_header(
 /// A live large block, named by its header.
 ///
 /// A raw handle, not a reference: the header lies in the block's own mapping, which
-/// [`free`] caches (and another thread may then hand out or unmap) and [`realloc`] may
+/// [`release`] caches (and another thread may then hand out or unmap) and [`realloc`] may
 /// move, and both write it. Every read and write goes through the raw pointer, so nothing
 /// asserts the header unchanged or mapped past the call that uses it.
 ///
@@ -588,29 +589,122 @@ impl Large {
     }
 }
 
-/// Free the large block whose header is `h`, at `now` ([`os::now_ms`]), into the cache;
-/// the caller then gives back what is over the budget or kept too long, when due
-/// ([`expire`], [`retain::sweep_due`]).
+/// A large block freed by the program and not yet in the cache: held by the thread that
+/// freed it, for its next request that the block fits (`thread_cache`'s kept blocks,
+/// [`reuse`]), or on its way to the cache ([`release`]).
+///
+/// Invariant: `base` is the header of a large block that was live until [`retire`] made
+/// this, and nothing has been done with it since; so its magic is 0 (a pointer into it is
+/// no live block: a second free of it is reported), it keeps what a live block has (the
+/// chunk bit of its first chunk only; for a half, its `live` bit in the pair table, so no
+/// other request takes it and no decommit touches it), and it still counts in
+/// [`LARGE_BYTES`], as the blocks in thread caches count as allocated. Nobody else holds
+/// it, so it is not `Copy`: [`reuse`] or [`release`] consumes it.
+///
+/// Whether the block is a half is the low bit of `tagged`, the rest is `base` (a page
+/// boundary, never 0): a `bool` field would be the niche of `Option<Retired>` instead,
+/// and zero bytes would not be `None` (`thread_cache` relies on them being so).
+#[derive(Debug)]
+pub struct Retired {
+    tagged: NonZeroUsize,
+    map_size: usize,
+}
+
+impl Retired {
+    /// Where the block starts (its header).
+    pub fn base(&self) -> usize {
+        self.tagged.get() & !1
+    }
+
+    /// Whether the block is half of a pair chunk.
+    fn half(&self) -> bool {
+        self.tagged.get() & 1 != 0
+    }
+
+    /// Bytes of the block's mapping (or of its half).
+    pub fn map_size(&self) -> usize {
+        self.map_size
+    }
+
+    /// Whether the block can serve a request of shape `want`: a half serves a half's
+    /// request; a whole mapping serves a request that it holds and would not leave a chunk
+    /// or more unused (as [`take_cached`] splits what is longer).
+    pub fn serves(&self, want: Want) -> bool {
+        if self.half() || want.half {
+            return self.half() == want.half;
+        }
+        self.map_size >= want.need && self.map_size - want.need < CHUNK_SIZE
+    }
+}
+
+/// The shape of a large request, for [`Retired::serves`].
+#[derive(Clone, Copy, Debug)]
+pub struct Want {
+    need: usize,
+    half: bool,
+}
+
+/// The shape of a request of `size` bytes aligned to `align` ([`alloc`]'s arguments) that
+/// a retired block may serve: `None` when none may (an alignment over the plain offset, or
+/// a size no mapping holds).
+pub fn want(size: usize, align: usize, resized: bool) -> Option<Want> {
+    if offset_for(align) != MIN_OFFSET {
+        return None;
+    }
+    let need = os::round_up(size.checked_add(MIN_OFFSET)?, PAGE_SIZE)?;
+    Some(Want {
+        need,
+        half: takes_half(need, MIN_OFFSET, resized),
+    })
+}
+
+/// Whether a block that needs `need` bytes at `offset` takes half a pair chunk.
+fn takes_half(need: usize, offset: usize, resized: bool) -> bool {
+    !resized && offset == MIN_OFFSET && need > PAIR_FROM && need <= HALF
+}
+
+/// Hand the retired block `k` out again for a request of `size` bytes that it serves
+/// ([`Retired::serves`] of [`want`]'s shape): `(ptr, dirty)` as [`alloc`] returns.
+pub fn reuse(k: Retired, size: usize) -> (*mut u8, usize) {
+    let base = k.base();
+    // SAFETY: a retired block is ours alone, its header mapped (`Retired`'s invariant);
+    // its class map is written already, and a half's `pair` flag stays set.
+    unsafe { write_header(base, k.map_size, MIN_OFFSET, size, false, k.half()) };
+    ((base + MIN_OFFSET) as *mut u8, k.map_size - MIN_OFFSET)
+}
+
+/// Stop the block of `h` being live (a pointer into it is no block from now on).
 ///
 /// # Safety
 /// `h` came from [`header_of`] for a block the caller gives up.
-pub unsafe fn free(h: Large, now: u64) {
-    let (base, map_size) = (h.base(), h.map_size());
-    let pair = h.is_pair();
-    // SAFETY: the header is ours until the mapping is cached or unmapped.
+pub unsafe fn retire(h: Large) -> Retired {
+    let k = Retired {
+        tagged: h.0.addr() | h.is_pair() as usize,
+        map_size: h.map_size(),
+    };
+    // SAFETY: the header is ours until the block is cached or unmapped.
     unsafe { (*h.ptr()).magic = 0 };
-    LARGE_BYTES.fetch_sub(map_size, Ordering::Relaxed);
-    if pair {
+    k
+}
+
+/// Put the retired block `k` in the cache, at `now` ([`os::now_ms`]), and note it for the
+/// background return ([`retain::want`]): the caller starts it ([`retain::wake_if_wanted`])
+/// once it holds no heap and no lock. The caller then gives back what is over the budget
+/// or kept too long, when due ([`expire`], [`retain::sweep_due`]).
+pub fn release(k: Retired, now: u64) {
+    LARGE_BYTES.fetch_sub(k.map_size, Ordering::Relaxed);
+    let base = k.base();
+    if k.half() {
         let chunk = chunk_map::chunk_base(base);
         release_half(chunk, (base - chunk) / HALF, now, None);
     } else {
         cache_extent(Cached {
             base,
-            map_size,
+            map_size: k.map_size,
             freed_ms: now,
         });
     }
-    retain::wake();
+    retain::want();
 }
 
 /// # Safety
@@ -1086,17 +1180,18 @@ pub fn cached_bytes() -> usize {
 pub enum Census {
     /// A pair chunk, one or both halves handed out.
     Pair,
-    /// A live block whose mapping is `map_size` bytes.
+    /// A live block whose mapping is `map_size` bytes, or one its thread keeps
+    /// ([`Retired`]: a header with magic 0 and its length, outside the cached extents).
     Block { map_size: usize },
 }
 
 /// Bytes of a large header, the class map first: what [`census_of`] reads.
 pub const HEADER_BYTES: usize = core::mem::size_of::<LargeHeader>();
 
-/// What the chunk at `base` holds, given a copy of its first [`HEADER_BYTES`] (taken
-/// while other threads may write them): a pair chunk, a live block, or `None` for a
-/// cached extent's chunk (those are [`cached_extents`]) or bytes that are no large
-/// header (a class map not all `MAP_LARGE`, a length no mapping has).
+/// What the chunk at `base`, which lies in no cached extent, holds, given a copy of its
+/// first [`HEADER_BYTES`] (taken while other threads may write them): a pair chunk, a
+/// live or kept block, or `None` for bytes that are no large header (a class map not all
+/// `MAP_LARGE`, a length no mapping has, the free header of a chunk that was just cached).
 pub fn census_of(base: usize, h: &[u8; HEADER_BYTES]) -> Option<Census> {
     if h[..chunk_map::SLABS].iter().any(|&e| e != MAP_LARGE) {
         return None;
@@ -1110,8 +1205,8 @@ pub fn census_of(base: usize, h: &[u8; HEADER_BYTES]) -> Option<Census> {
     }
     let map_size = word(core::mem::offset_of!(LargeHeader, map_size));
     let sane = map_size > 0 && map_size % PAGE_SIZE == 0 && map_size <= MAX_NEED;
-    (sane && word(core::mem::offset_of!(LargeHeader, magic)) == MAGIC ^ base)
-        .then_some(Census::Block { map_size })
+    let magic = word(core::mem::offset_of!(LargeHeader, magic));
+    (sane && (magic == MAGIC ^ base || magic == 0)).then_some(Census::Block { map_size })
 }
 
 /// The extents in the cache now, as `(base, map_size)`: the first `n` of the array.
@@ -1144,6 +1239,16 @@ pub(crate) unsafe fn unlock_after_fork() {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The thread cache's kept blocks start as zero bytes, which must read as no block.
+    #[test]
+    fn zero_bytes_are_no_retired_block() {
+        let zero = [0u8; core::mem::size_of::<Option<Retired>>()];
+        // SAFETY: `Option<Retired>` has its size; which value the bytes are is what is
+        // tested (`Retired::tagged` being the only niche makes them `None`).
+        let none: Option<Retired> = unsafe { core::mem::transmute(zero) };
+        assert!(none.is_none());
+    }
 
     /// A cut that starts inside a chunk leaves that chunk's bit (the kept extent's base)
     /// and clears those of the chunks that start in it.

@@ -11,7 +11,7 @@
 //!   is used (by a free of a large block, in the first one of each millisecond:
 //!   [`sweep_due`]) or a thread does its upkeep, and, in the profiles that ask for it
 //!   (`balanced`, `lean`), by a background thread that runs while anything is retained or
-//!   some thread is active ([`crate::process`] starts it through [`wake`]), so that a
+//!   some thread is active ([`crate::process`] starts it through [`wake_if_wanted`]), so that a
 //!   program that stops calling the allocator still gets its memory back within about
 //!   `retain_ms`.
 //!
@@ -34,7 +34,7 @@ static PEAK_MS: AtomicU64 = AtomicU64::new(0);
 /// allowed. Plain loads and stores: two threads may both pass in one millisecond.
 static SWEPT_MS: AtomicU64 = AtomicU64::new(u64::MAX);
 
-/// What [`wake`] calls: set once by [`crate::process`] (a function above this layer, so it
+/// What [`wake_if_wanted`] calls: set once by [`crate::process`] (a function above this layer, so it
 /// is passed down rather than called up).
 static WAKER: AtomicUsize = AtomicUsize::new(0);
 
@@ -53,7 +53,7 @@ pub fn set_waker(f: fn()) {
 
 /// Something may be given back later (memory retained, a slab left free): note it for the
 /// background return. Only a flag, so any code may call it, under any lock; what starts
-/// the thread is [`wake`] or [`wake_if_wanted`], outside them.
+/// the thread is [`wake_if_wanted`], outside them.
 pub fn want() {
     if config::current().background_return {
         WANTED.store(true, SeqCst);
@@ -71,16 +71,11 @@ pub fn wanted() -> bool {
     WANTED.load(SeqCst)
 }
 
-/// [`want`], and start the background return if the profile wants it and it is not
-/// running. Called outside every lock and outside a heap's slow path (it may create a
-/// thread, which may allocate).
-pub fn wake() {
-    want();
-    start();
-}
-
-/// [`wake`] if [`want`] was called since the background return's last pass (at the end of
-/// a slow path, which may have left slabs free; one load when nothing was).
+/// Start the background return, if the profile wants it and it is not running, when
+/// [`want`] was called since its last pass (after a free that retained memory, at the end
+/// of a slow path, which may have left slabs free; one load when nothing was). Called
+/// outside every lock and outside a heap's slow path (it may create a thread, which may
+/// allocate).
 pub fn wake_if_wanted() {
     if WANTED.load(Relaxed) {
         start();

@@ -159,7 +159,8 @@ pub struct Resident {
 pub struct Residency {
     /// Superslabs: the slabs of small and medium blocks, owned, abandoned or empty.
     pub superslabs: Resident,
-    /// Mappings of live large blocks (a chunk or more each).
+    /// Mappings of large blocks, live or kept by the thread that freed them for its next
+    /// request (a chunk or more each; kept blocks count as allocated too).
     pub large: Resident,
     /// Pair chunks: two blocks of 1..2 MiB to a chunk, one or both live.
     pub pairs: Resident,

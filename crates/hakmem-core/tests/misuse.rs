@@ -24,6 +24,7 @@ fn main() {
             free_inside_a_large_block_aborts,
             free_of_a_superslab_header_aborts,
             double_free_of_a_large_block_aborts,
+            double_free_of_a_kept_large_block_aborts,
             double_free_of_a_pair_half_aborts,
             free_of_an_ended_pair_half_aborts,
             free_inside_a_small_block_aborts,
@@ -61,6 +62,12 @@ fn free_of_a_superslab_header_aborts() {
 
 fn double_free_of_a_large_block_aborts() {
     expect_abort("large-double", "hakmem: ");
+}
+
+/// A large block freed twice by a thread that keeps it for its next request
+/// (`thread_cache::keep_large`) between the two frees.
+fn double_free_of_a_kept_large_block_aborts() {
+    expect_abort("kept-double", "not the start of a live block");
 }
 
 /// The high half of a pair chunk (`large.rs`), freed twice while the low half lives.
@@ -111,6 +118,13 @@ fn child(case: &str) {
             }
             "large-double" => {
                 let p = alloc(1 << 20, 16);
+                free(p);
+                free(p);
+            }
+            "kept-double" => {
+                // A small block first: a thread with a heap keeps what it frees.
+                free(alloc(64, 16));
+                let p = alloc(3 << 20, 16);
                 free(p);
                 free(p);
             }

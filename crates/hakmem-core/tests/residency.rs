@@ -47,9 +47,19 @@ fn the_census_finds_each_kind_where_it_was_written() {
     // One chunk, and three (its need rounded up to whole chunks).
     let large = [(written(3 * MIB), 3 * MIB), (written(9 * MIB), 9 * MIB)];
     let halves = [written(3 * MIB / 2), written(3 * MIB / 2)];
-    let cached = written(7 * MIB / 2);
-    // SAFETY: made above with `(7 MiB / 2, 16)`; freed, it stays committed in the cache.
-    unsafe { dealloc(cached, 7 * MIB / 2, 16) };
+    let cached = written(7 * MIB / 2) as usize;
+    let kept = written(3 * MIB);
+    // Freed by a thread with no heap, which keeps no block: it stays committed in the
+    // cache.
+    std::thread::spawn(move || {
+        // SAFETY: made above with `(7 MiB / 2, 16)`.
+        unsafe { dealloc(cached as *mut u8, 7 * MIB / 2, 16) }
+    })
+    .join()
+    .expect("the freeing thread");
+    // Freed here, a block this thread keeps counts as large still.
+    // SAFETY: made above with `(3 MiB, 16)`.
+    unsafe { dealloc(kept, 3 * MIB, 16) };
 
     let r = residency();
     let rss = stats().resident;
@@ -61,10 +71,10 @@ fn the_census_finds_each_kind_where_it_was_written() {
     let (large_count, large_mapped) = (r.large.count, r.large.mapped);
     assert_eq!(
         (large_count, large_mapped),
-        (2, CHUNK_SIZE + 3 * CHUNK_SIZE),
+        (3, CHUNK_SIZE + 3 * CHUNK_SIZE + CHUNK_SIZE),
         "{r:?}"
     );
-    assert!(r.large.resident >= 12 * MIB, "{r:?}");
+    assert!(r.large.resident >= 15 * MIB, "{r:?}");
     assert_eq!((r.pairs.count, r.pairs.mapped), (1, CHUNK_SIZE), "{r:?}");
     assert!(r.pairs.resident >= 3 * MIB, "{r:?}");
     assert_eq!(
