@@ -67,11 +67,6 @@ pub struct Policy {
     pub background_return: bool,
     /// Freed large mappings kept, at most (also bounded by the bytes above).
     pub large_cache_entries: usize,
-    /// Large blocks a thread keeps of those it freed, for its next large requests
-    /// (`thread_cache::keep_large`; at most `thread_cache::KEPT_LARGE`). None in the
-    /// profiles with a background return: it cannot reach a thread's cache, so what a
-    /// thread keeps would stay while the program idles.
-    pub kept_large: usize,
     /// The bytes of spans of wide blocks a heap must have carved before the superslabs of
     /// wide blocks it takes ask for huge pages (`superslab::wide_huge_pages_pay`).
     pub wide_huge_pages_from: usize,
@@ -101,7 +96,6 @@ const FAST: Policy = Policy {
     retain_ms: 5_000,
     background_return: false,
     large_cache_entries: 64,
-    kept_large: 4,
     // A thousand strings grown by appends to 64 KiB at once (`c-string-builders`) fault
     // in their first wide spans a page at a time: 5.5K faults and 1.12x mimalloc 3's time
     // from 32 MiB, 2.5K and 1.02x from 16 MiB, 1.5K and 0.98x from 8 MiB (one set of 7
@@ -127,7 +121,6 @@ static POLICIES: [Policy; 3] = [
         retain_ms: 1_000,
         background_return: true,
         large_cache_entries: 32,
-        kept_large: 0,
         ..FAST
     },
     // Fast's thread caches too. With half of them (32 KiB a class, at most 256 blocks), a
@@ -150,7 +143,6 @@ static POLICIES: [Policy; 3] = [
         // 0.94x and 1.02x, 2.7 and 2.8 MiB lower (7 and 9 alternated runs, warmed); large,
         // c-big-buffers and c-big-zeroed the same.
         large_cache_entries: 32,
-        kept_large: 0,
         // Lean keeps the pages a program does not touch: `c-wide-churn` 14.6 MiB at
         // fast's 19.8 (see FAST).
         wide_huge_pages_from: 32 << 20,

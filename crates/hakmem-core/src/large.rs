@@ -84,6 +84,9 @@ pub struct LargeHeader {
     /// live block, nonzero iff the block is half of a pair chunk ([`Large::is_pair`]).
     /// Elsewhere (a freed high half's header) it is left as it was.
     pair: AtomicUsize,
+    /// Nonzero when a resize made the block or resized it last ([`alloc`]'s `resized`,
+    /// [`realloc`]): its thread does not keep it when it is freed ([`Retired::resized`]).
+    resized: usize,
 }
 
 const _: () = assert!(core::mem::size_of::<LargeHeader>() <= MIN_OFFSET);
@@ -266,7 +269,7 @@ pub fn alloc(size: usize, align: usize, resized: bool) -> (*mut u8, usize) {
     LARGE_BYTES.fetch_add(map_size, Ordering::Relaxed);
     retain::observe();
     // SAFETY: the mapping is ours and at least MIN_OFFSET bytes long.
-    unsafe { write_header(base, map_size, offset, size, fresh, false) };
+    unsafe { write_header(base, map_size, offset, size, fresh, false, resized) };
     if fresh {
         chunk_map::insert(base);
     }
@@ -285,7 +288,7 @@ fn alloc_half(size: usize) -> Option<(*mut u8, usize)> {
     LARGE_BYTES.fetch_add(HALF, Ordering::Relaxed);
     retain::observe();
     // SAFETY: the half is ours (its `live` bit is ours), its header page mapped.
-    unsafe { write_header(half, HALF, MIN_OFFSET, size, false, true) };
+    unsafe { write_header(half, HALF, MIN_OFFSET, size, false, true, false) };
     Some((
         (half + MIN_OFFSET) as *mut u8,
         dirty.saturating_sub(MIN_OFFSET),
@@ -502,6 +505,7 @@ unsafe fn write_header(
     requested: usize,
     class_map: bool,
     pair: bool,
+    resized: bool,
 ) {
     let h = base as *mut LargeHeader;
     // SAFETY: by the caller.
@@ -516,6 +520,7 @@ unsafe fn write_header(
         (*h).offset = offset;
         (*h).requested = requested;
         (*h).pair.store(pair as usize, Ordering::Relaxed);
+        (*h).resized = resized as usize;
     }
 }
 
@@ -571,6 +576,12 @@ impl Large {
         unsafe { (*self.ptr()).requested }
     }
 
+    /// Whether a resize made the block or resized it last.
+    fn resized(self) -> bool {
+        // SAFETY: as in `map_size`.
+        unsafe { (*self.ptr()).resized != 0 }
+    }
+
     /// Bytes usable from the user pointer.
     pub fn usable(self) -> usize {
         self.map_size() - self.offset()
@@ -601,9 +612,10 @@ impl Large {
 /// [`LARGE_BYTES`], as the blocks in thread caches count as allocated. Nobody else holds
 /// it, so it is not `Copy`: [`reuse`] or [`release`] consumes it.
 ///
-/// Whether the block is a half is the low bit of `tagged`, the rest is `base` (a page
-/// boundary, never 0): a `bool` field would be the niche of `Option<Retired>` instead,
-/// and zero bytes would not be `None` (`thread_cache` relies on them being so).
+/// Whether the block is a half is bit 0 of `tagged`, whether it was resized bit 1, the
+/// rest is `base` (a page boundary, never 0): a `bool` field would be the niche of
+/// `Option<Retired>` instead, and zero bytes would not be `None` (`kept` relies on them
+/// being so).
 #[derive(Debug)]
 pub struct Retired {
     tagged: NonZeroUsize,
@@ -613,7 +625,7 @@ pub struct Retired {
 impl Retired {
     /// Where the block starts (its header).
     pub fn base(&self) -> usize {
-        self.tagged.get() & !1
+        Self::base_of(self.tagged)
     }
 
     /// Whether the block is half of a pair chunk.
@@ -621,9 +633,18 @@ impl Retired {
         self.tagged.get() & 1 != 0
     }
 
+    fn base_of(tagged: NonZeroUsize) -> usize {
+        tagged.get() & !(PAGE_SIZE - 1)
+    }
+
     /// Bytes of the block's mapping (or of its half).
     pub fn map_size(&self) -> usize {
         self.map_size
+    }
+
+    /// Whether a resize made the block or resized it last ([`LargeHeader`]'s `resized`).
+    pub fn resized(&self) -> bool {
+        self.tagged.get() & 2 != 0
     }
 
     /// Whether the block can serve a request of shape `want`: a half serves a half's
@@ -642,6 +663,7 @@ impl Retired {
 pub struct Want {
     need: usize,
     half: bool,
+    resized: bool,
 }
 
 /// The shape of a request of `size` bytes aligned to `align` ([`alloc`]'s arguments) that
@@ -655,6 +677,7 @@ pub fn want(size: usize, align: usize, resized: bool) -> Option<Want> {
     Some(Want {
         need,
         half: takes_half(need, MIN_OFFSET, resized),
+        resized,
     })
 }
 
@@ -665,11 +688,21 @@ fn takes_half(need: usize, offset: usize, resized: bool) -> bool {
 
 /// Hand the retired block `k` out again for a request of `size` bytes that it serves
 /// ([`Retired::serves`] of [`want`]'s shape): `(ptr, dirty)` as [`alloc`] returns.
-pub fn reuse(k: Retired, size: usize) -> (*mut u8, usize) {
+pub fn reuse(k: Retired, want: Want, size: usize) -> (*mut u8, usize) {
     let base = k.base();
     // SAFETY: a retired block is ours alone, its header mapped (`Retired`'s invariant);
     // its class map is written already, and a half's `pair` flag stays set.
-    unsafe { write_header(base, k.map_size, MIN_OFFSET, size, false, k.half()) };
+    unsafe {
+        write_header(
+            base,
+            k.map_size,
+            MIN_OFFSET,
+            size,
+            false,
+            k.half(),
+            want.resized,
+        )
+    };
     ((base + MIN_OFFSET) as *mut u8, k.map_size - MIN_OFFSET)
 }
 
@@ -679,7 +712,7 @@ pub fn reuse(k: Retired, size: usize) -> (*mut u8, usize) {
 /// `h` came from [`header_of`] for a block the caller gives up.
 pub unsafe fn retire(h: Large) -> Retired {
     let k = Retired {
-        tagged: h.0.addr() | h.is_pair() as usize,
+        tagged: h.0.addr() | h.is_pair() as usize | (h.resized() as usize) << 1,
         map_size: h.map_size(),
     };
     // SAFETY: the header is ours until the block is cached or unmapped.
@@ -746,7 +779,7 @@ fn clear_inner_chunk_bits(base: usize, size: usize) {
 /// The first page of the extent is ours to write.
 unsafe fn write_free_header(base: usize) {
     // SAFETY: by the caller.
-    unsafe { write_header(base, 0, MIN_OFFSET, 0, true, false) };
+    unsafe { write_header(base, 0, MIN_OFFSET, 0, true, false, false) };
     // SAFETY: as above; a zero magic matches no base.
     unsafe { (*(base as *mut LargeHeader)).magic = 0 };
     chunk_map::insert(base);
@@ -1093,12 +1126,18 @@ pub unsafe fn realloc(h: Large, new_size: usize) -> *mut u8 {
             return null_mut();
         }
         // SAFETY: our header.
-        unsafe { (*h.ptr()).requested = new_size };
+        unsafe {
+            (*h.ptr()).requested = new_size;
+            (*h.ptr()).resized = 1;
+        }
         return (base + offset) as *mut u8;
     }
     let shrinking = new_size < h.requested();
     // SAFETY: our header.
-    unsafe { (*h.ptr()).requested = new_size };
+    unsafe {
+        (*h.ptr()).requested = new_size;
+        (*h.ptr()).resized = 1;
+    }
     if need <= old_map {
         // Give the tail back only when the block shrinks (not when a block that got a
         // roomy cached mapping grows into it).

@@ -31,7 +31,9 @@
 //!    slabs, owned by an opaque `OwnerId`), `large` (one mapping per large block).
 //! 6. `pool`: superslabs nobody owns (empty cache, abandoned); `depot`: batches of free
 //!    blocks the thread caches pass on to each other.
-//! 7. `heap`: a thread's slabs and superslabs; batch refill and flush.
+//! 7. `kept` (the large blocks a thread freed and keeps for its next requests), `heap`
+//!    (a thread's slabs and superslabs, and its kept large blocks; batch refill and
+//!    flush).
 //! 8. `tls` (the thread's slot), `thread_cache` (per-class free stacks, the fast path;
 //!    its slow paths get the set-up hooks of the layer above as a type parameter).
 //! 9. `checks` (the steps of checked mode), `process` (one-time set-up, thread exit,
@@ -50,6 +52,7 @@ mod chunk_map;
 mod config;
 mod depot;
 mod heap;
+mod kept;
 mod large;
 mod misuse;
 mod os;

@@ -119,11 +119,13 @@ pub use crate::heap::Fill;
 use crate::heap::Heap;
 use crate::large::{self, Retired};
 use crate::misuse::{self, Misuse};
+use crate::os;
 use crate::remote::Block;
 use crate::retain;
 use crate::size_class::{
     block_size, is_medium, medium_classes, Class, MapByte, PerClass, BLOCK_SIZE, NUM_CLASSES,
 };
+use crate::sync::SpinGuard;
 use crate::tls;
 use core::ptr::null_mut;
 
@@ -195,8 +197,6 @@ pub struct ThreadCache {
     countdown: isize,
     /// Blocks freed into full bins in scattered order, on their way back to their spans.
     stash: Stash,
-    /// Large blocks the thread freed, for its next large requests.
-    kept_large: KeptLarge,
 }
 
 const _: () = assert!(NUM_CLASSES <= 64);
@@ -512,7 +512,7 @@ unsafe fn upkeep(tc: *mut ThreadCache, h: *mut Heap) {
     // SAFETY: by the caller.
     unsafe {
         (*tc).ticks = 0;
-        release_kept_large(tc, true);
+        (*h).kept_large().release(true, os::now_ms);
         empty_stash(tc, h);
         shrink_idle(tc, h, !0);
         (*h).maintain();
@@ -803,130 +803,51 @@ struct Stash {
 /// The most blocks the stash holds, given back at once.
 const STASH: usize = 64;
 
-/// The most large blocks a thread keeps ([`KeptLarge`]; the profile may choose fewer,
-/// `config::Policy::kept_large`).
-pub const KEPT_LARGE: usize = 4;
-
-/// Large blocks of at most this (a chunk) are kept, so a thread keeps at most 16 MiB.
-const KEPT_LARGE_MAX: usize = crate::chunk_map::CHUNK_SIZE;
-
-/// Large blocks the thread freed ([`large::Retired`]), each the next large request it
-/// serves ([`Retired::serves`]) takes with no lock and no locked instruction.
-///
-/// Why: a program writes a large block (its ends at least) before it frees it, and those
-/// writes are to cold lines, so a locked instruction after them waits until they are
-/// done; the cache of extents takes a lock and updates shared counters at each free and
-/// each allocation. 16 slots of 64 KiB..4 MiB written at both ends (`large`, the Rust
-/// workload, whose sized free is otherwise light) took 1.3x-1.4x the time of `709a854`
-/// through the cache, and 0.83x this way; `c-large` (its C replica) 1.01x and 0.64x (9
-/// alternated runs).
-///
-/// Which block: the lowest address that serves the request; and when all slots are full,
-/// the block at the highest address of those kept and the one freed goes to the cache. So
-/// the blocks at the bottom keep being reused, as [`large`]'s cache does (a block's end
-/// lands on pages its chunk may not have had, so wandering blocks gather resident pages):
-/// with 8 slots `large` peaked at 54.2 MiB as through the cache (54.0), where keeping the
-/// newest peaked at 60.1 with 2 slots and 65.1 with 4.
-///
-/// A large request that no kept block serves gives the highest one to the cache (where
-/// it may serve that request or the next): kept blocks of a shape the program stopped
-/// asking for would otherwise stay out of use while requests took other memory.
-/// `c-large-written` (the same blocks, every page written) peaked at 89.2 MiB with 8
-/// slots, 84.8 with 4, 81.2 with 2, against 77.3 through the cache; 77.3 with this, with 8
-/// slots or 4, where `large` peaked at 58.0 and 55.1 (7 alternated runs each, under
-/// `LD_PRELOAD` for the C rows). Four, then: `large` took 0.83x the time of `709a854`
-/// either way, and a thread keeps at most 16 MiB.
-///
-/// Given back (to the cache) besides: at an upkeep ([`upkeep`]) that finds none taken
-/// since the one before, when the thread ends ([`teardown`]) and at [`trim`].
-///
-/// Invariant: every block is a retired block of this thread's ([`Retired`]'s invariant),
-/// of at most [`KEPT_LARGE_MAX`] bytes. All zero is the empty set (an `Option<Retired>`
-/// of zero bytes is `None`).
-#[repr(C)]
-struct KeptLarge {
-    blocks: [Option<Retired>; KEPT_LARGE],
-    /// A request took a block since the last upkeep.
-    taken: bool,
-}
-
 /// Keep the large block `k`, which the calling thread frees, for its next large request
-/// (as the profile allows); returns the block to give to the cache ([`large::release`]):
-/// `k` itself, or a block kept before that it displaced.
+/// (in its heap's [`crate::kept::KeptLarge`]); returns the block to give to the cache
+/// ([`large::release`]): `k` itself, or a block kept before that it displaced.
 pub fn keep_large(k: Retired) -> Option<Retired> {
-    let slots = config::current().kept_large.min(KEPT_LARGE);
-    let tc = cache();
-    // SAFETY: the thread's own cache; no other reference to it lives meanwhile.
-    let t = unsafe { &mut *tc };
+    // SAFETY: the thread's own cache.
+    let h = unsafe { (*cache()).heap };
     // A thread with no heap has not started, or has ended: its `teardown` gave back what
     // it kept, and nothing may be kept after it.
-    if slots == 0 || t.heap.is_null() || k.map_size() > KEPT_LARGE_MAX {
+    if h.is_null() {
         return Some(k);
     }
-    let kept = &mut t.kept_large.blocks[..slots];
-    if let Some(free) = kept.iter_mut().find(|b| b.is_none()) {
-        *free = Some(k);
-        return None;
+    // SAFETY: the thread's heap, ours until its `teardown`.
+    let h = unsafe { &*h };
+    let _turn = enter_kept(h);
+    // SAFETY: the heap's thread, holding `turn` if visits may touch the kept blocks; no
+    // other reference to them lives.
+    unsafe { h.kept_large() }.keep(k)
+}
+
+/// Make the heap `h` of the calling thread ready for a use of its kept large blocks: its
+/// `turn`, taken, when the profile's background return may visit them (noted in the heap
+/// first, [`Heap::set_kept_visited`], when the profile changed since the last use).
+fn enter_kept(h: &Heap) -> Option<SpinGuard<'_, ()>> {
+    let visited = config::current().background_return;
+    if h.kept_visited() != visited {
+        h.set_kept_visited(visited);
     }
-    let highest = kept
-        .iter_mut()
-        .max_by_key(|b| b.as_ref().map_or(0, Retired::base))?;
-    if highest.as_ref().is_some_and(|h| h.base() > k.base()) {
-        return highest.replace(k);
-    }
-    Some(k)
+    visited.then(|| h.enter())
 }
 
 /// A large block for a request of `size` bytes aligned to `align` ([`large::alloc`]'s
-/// arguments) from those the thread keeps: `(ptr, dirty)` as [`large::alloc`] returns,
-/// or `None` when none serves it.
+/// arguments) from those the thread keeps ([`crate::kept::KeptLarge::reuse`]): `(ptr, dirty)` as
+/// [`large::alloc`] returns, or `None` when none serves it.
 pub fn reuse_large(size: usize, align: usize, resized: bool) -> Option<(*mut u8, usize)> {
     let want = large::want(size, align, resized)?;
-    let tc = cache();
-    // SAFETY: the thread's own cache; no other reference to it lives meanwhile.
-    let t = unsafe { &mut *tc };
-    let kept = &mut t.kept_large;
-    let serving = kept
-        .blocks
-        .iter_mut()
-        .filter(|b| b.as_ref().is_some_and(|k| k.serves(want)))
-        .min_by_key(|b| b.as_ref().map_or(usize::MAX, Retired::base));
-    if let Some(k) = serving.and_then(Option::take) {
-        kept.taken = true;
-        return Some(large::reuse(k, size));
+    // SAFETY: the thread's own cache.
+    let h = unsafe { (*cache()).heap };
+    if h.is_null() {
+        return None;
     }
-    // A miss: the highest block kept goes to the cache, where this request, or the next
-    // that misses, may take it.
-    let highest = kept
-        .blocks
-        .iter_mut()
-        .max_by_key(|b| b.as_ref().map_or(0, Retired::base))
-        .and_then(Option::take);
-    if let Some(k) = highest {
-        large::release(k, crate::os::now_ms());
-    }
-    None
-}
-
-/// Give the large blocks the thread keeps to the cache: all of them, or (`idle`) only if
-/// no request took one since the last call. The background return is only wanted
-/// ([`retain::want`]): the caller may hold its heap.
-///
-/// # Safety
-/// `tc` is the calling thread's cache, and no other reference to it lives meanwhile.
-unsafe fn release_kept_large(tc: *mut ThreadCache, idle: bool) {
-    // SAFETY: by the caller.
-    let kept = unsafe { &mut (*tc).kept_large };
-    let taken = core::mem::replace(&mut kept.taken, false);
-    if idle && taken {
-        return;
-    }
-    let mut now = None;
-    for slot in kept.blocks.iter_mut() {
-        if let Some(k) = slot.take() {
-            large::release(k, *now.get_or_insert_with(crate::os::now_ms));
-        }
-    }
+    // SAFETY: the thread's heap, ours until its `teardown`.
+    let h = unsafe { &*h };
+    let _turn = enter_kept(h);
+    // SAFETY: as in `keep_large`.
+    unsafe { h.kept_large() }.reuse(want, size)
 }
 
 /// Blocks this close to the stash's last one overflow their bin instead ([`Stash`]).
@@ -1220,12 +1141,14 @@ pub unsafe fn teardown() {
     if h.is_null() {
         return;
     }
-    // SAFETY: the thread's own cache.
-    unsafe { release_kept_large(tc, false) };
     // SAFETY: this thread's heap; held until the heap is retired.
     let turn = unsafe { (*h).enter() };
-    // SAFETY: the thread's own cache and heap, held.
-    unsafe { empty_stash(tc, h) };
+    // SAFETY: the thread's own cache and heap, held (no other reference to the kept
+    // blocks lives).
+    unsafe {
+        (*h).kept_large().release(false, os::now_ms);
+        empty_stash(tc, h);
+    }
     for c in Class::all() {
         // SAFETY: the thread's own cache.
         let bin = unsafe { bin_of(tc, c) };
@@ -1260,12 +1183,11 @@ fn flush_all<H: ThreadHooks>() {
     if h.is_null() {
         return;
     }
-    // SAFETY: the thread's own cache.
-    unsafe { release_kept_large(tc, false) };
     // SAFETY: our heap.
     let turn = unsafe { (*h).enter() };
-    // SAFETY: our heap.
+    // SAFETY: our heap, held (no other reference to the kept blocks lives).
     unsafe {
+        (*h).kept_large().release(false, os::now_ms);
         empty_stash(tc, h);
         (*h).adopt_all();
         (*h).empty_depot();

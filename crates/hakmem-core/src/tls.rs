@@ -20,9 +20,8 @@
 //! the thread up. The fast path never asks "initialised?".
 
 /// Bytes of the slot (the thread cache asserts that it fits): 64 bins of 16 bytes, the
-/// stash's 64 pointers and 8 bytes, 32 bytes for the rest, then the kept large blocks
-/// (4 of 16 bytes and 8).
-pub const SLOT_BYTES: usize = 1664;
+/// stash's 64 pointers and 8 bytes, and 32 bytes for the rest.
+pub const SLOT_BYTES: usize = 1600;
 /// Alignment of the slot (a cache line).
 pub const SLOT_ALIGN: usize = 64;
 

@@ -1,14 +1,14 @@
-//! A thread keeps the large blocks of up to a chunk that it frees (`thread_cache`'s
-//! `KeptLarge`, the fast profile): its next request that such a block serves takes it
+//! A thread keeps the large blocks of up to a chunk that it frees (`kept::KeptLarge`, in
+//! its heap): its next request that such a block serves takes it
 //! (the lowest address first) without the cache of extents; a fifth block freed while
 //! four are kept sends the highest to the cache, as does a request that no kept block
-//! serves; blocks over a chunk, and those freed by a thread that has no heap, go to the
-//! cache; `trim`, the end of the thread and an upkeep that finds none taken since the one
+//! serves; blocks over a chunk, blocks a resize made, and those freed by a thread that
+//! has no heap, go to the cache; `trim`, the end of the thread and an upkeep that finds none taken since the one
 //! before give the kept blocks to the cache.
 //!
 //! The cache's counters are process-wide: one test, its steps in turn.
 
-use hakmem_core::{alloc, dealloc, stats, trim, usable_size, CHUNK_SIZE};
+use hakmem_core::{alloc, dealloc, realloc, stats, trim, usable_size, CHUNK_SIZE};
 
 const MIB: usize = 1 << 20;
 
@@ -100,6 +100,20 @@ fn a_thread_reuses_the_large_blocks_it_freed_and_gives_them_back() {
     assert_eq!(again, five[..4], "the four lowest were kept");
     assert!(!again.contains(&highest));
     free(whole, 3 * MIB);
+
+    // Made by a resize (which may well grow on, in place where the cache holds the
+    // extent after it): to the cache.
+    let small = alloc(200 << 10, 16);
+    assert!(!small.is_null());
+    // SAFETY: a live block of 200 KiB, resized to a large one.
+    let grown = unsafe { realloc(small, 200 << 10, 16, 3 * MIB) };
+    assert!(!grown.is_null());
+    let cached = stats().cached_large;
+    free(grown, 3 * MIB);
+    assert!(
+        stats().cached_large >= cached + CHUNK_SIZE,
+        "a block a resize made went to the cache"
+    );
 
     // Over a chunk: to the cache.
     let big = large(6 * MIB);

@@ -26,8 +26,8 @@ const CORE: &[&[&str]] = &[
     // What no thread holds: superslabs nobody owns, batches of free blocks between
     // thread caches.
     &["pool", "depot"],
-    // A thread's superslabs and slabs.
-    &["heap"],
+    // A thread's superslabs and slabs, and the large blocks it keeps.
+    &["kept", "heap"],
     // The thread's TLS slot, and the thread cache laid over it (the fast path).
     &["tls", "thread_cache"],
     // The steps of checked mode; process set-up, thread exit and fork; statistics.

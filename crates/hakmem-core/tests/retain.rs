@@ -23,10 +23,17 @@ fn lean_keeps_for_reuse_then_lets_go_while_idle() {
         // SAFETY: allocated above with this request.
         unsafe { dealloc(p, MID, 16) };
     }
-    for p in larges {
-        // SAFETY: as above.
-        unsafe { dealloc(p, LARGE, 16) };
-    }
+    // Freed by a thread with no heap, which keeps none of them for its next requests: to
+    // the cache.
+    let larges: Vec<usize> = larges.into_iter().map(|p| p as usize).collect();
+    std::thread::spawn(move || {
+        for p in larges {
+            // SAFETY: as above.
+            unsafe { dealloc(p as *mut u8, LARGE, 16) };
+        }
+    })
+    .join()
+    .expect("the freeing thread");
     let freed = stats();
     // Kept for reuse (the recent peak is the budget): nothing unmapped yet.
     assert!(freed.cached_superslabs >= 8, "{freed:?}");
