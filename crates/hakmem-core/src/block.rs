@@ -273,10 +273,10 @@ unsafe fn free_large(p: *mut u8) {
     }
 }
 
-/// Give the large block of header `h` to the thread's cache or the cache of extents; when
-/// one goes to the cache of extents, give back the cached large mappings and empty
-/// superslabs that are over the budget or kept too long, when a pass may find any
-/// ([`retain::sweep_due`]).
+/// Keep the large block of header `h` for the thread's next large request
+/// ([`thread_cache::keep_large`]) or give it to the cache of extents; when one goes to the
+/// cache, give back the cached large mappings and empty superslabs that are over the
+/// budget or kept too long, when a pass may find any ([`retain::sweep_due`]).
 ///
 /// # Safety
 /// `h` came from [`large::header_of`] for a block the caller gives up.

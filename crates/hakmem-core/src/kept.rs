@@ -1,5 +1,6 @@
 //! The large blocks a thread freed and keeps for its next large requests ([`KeptLarge`]),
-//! held in its heap ([`crate::heap::Heap::kept_large`]) under the heap's `turn`.
+//! held in its heap ([`crate::heap::Heap::kept_large`]), under the heap's `turn` in the
+//! profiles whose background return visits it.
 
 use crate::chunk_map::CHUNK_SIZE;
 use crate::large::{self, Retired, Want};
@@ -45,8 +46,9 @@ const KEPT_LARGE_MAX: usize = CHUNK_SIZE;
 /// `c-large-written` (the same blocks, every page written) peaked at 89.2 MiB with 8
 /// slots, 84.8 with 4, 81.2 with 2, against 77.3 through the cache; 77.3 with this, with 8
 /// slots or 4, where `large` peaked at 58.0 and 55.1 (7 alternated runs each, under
-/// `LD_PRELOAD` for the C rows). Four, then: `large` took 0.83x the time of `709a854`
-/// either way, and a thread keeps at most 16 MiB.
+/// `LD_PRELOAD` for the C rows; the blocks then kept in the thread cache). Four, then:
+/// `large` took 0.83x the time of `709a854` either way, and a thread keeps at most
+/// 16 MiB.
 ///
 /// Given back (to the cache) besides: at an upkeep of the thread that finds none taken
 /// since the one before, when the thread ends, at `trim`, and, in the profiles with a

@@ -600,9 +600,9 @@ impl Large {
     }
 }
 
-/// A large block freed by the program and not yet in the cache: held by the thread that
-/// freed it, for its next request that the block fits (`thread_cache`'s kept blocks,
-/// [`reuse`]), or on its way to the cache ([`release`]).
+/// A large block freed by the program and not yet in the cache: kept by the thread that
+/// freed it, for its next request that the block serves (`kept::KeptLarge`, [`reuse`]),
+/// or on its way to the cache ([`release`]).
 ///
 /// Invariant: `base` is the header of a large block that was live until [`retire`] made
 /// this, and nothing has been done with it since; so its magic is 0 (a pointer into it is
@@ -625,16 +625,12 @@ pub struct Retired {
 impl Retired {
     /// Where the block starts (its header).
     pub fn base(&self) -> usize {
-        Self::base_of(self.tagged)
+        self.tagged.get() & !(PAGE_SIZE - 1)
     }
 
     /// Whether the block is half of a pair chunk.
     fn half(&self) -> bool {
         self.tagged.get() & 1 != 0
-    }
-
-    fn base_of(tagged: NonZeroUsize) -> usize {
-        tagged.get() & !(PAGE_SIZE - 1)
     }
 
     /// Bytes of the block's mapping (or of its half).
@@ -1279,7 +1275,8 @@ pub(crate) unsafe fn unlock_after_fork() {
 mod tests {
     use super::*;
 
-    /// The thread cache's kept blocks start as zero bytes, which must read as no block.
+    /// A heap's kept blocks may be zero bytes (as a fresh heap's are), which must read as
+    /// no block.
     #[test]
     fn zero_bytes_are_no_retired_block() {
         let zero = [0u8; core::mem::size_of::<Option<Retired>>()];

@@ -11,10 +11,10 @@
 //! Background return (`balanced`, `lean`): a thread that sleeps half the profile's
 //! `retain_ms` at a time and gives back retained memory that outstayed it, and what the
 //! heaps of threads that made no slow path for a whole sleep hold
-//! ([`heap::upkeep_idle_heaps`]: the depot, their free slabs). It is started when
-//! memory is retained or a slab is left free ([`crate::retain::want`], [`crate::retain::wake_if_wanted`]) and ends once a
-//! sleep found nothing retained and no thread active, so a program that allocates
-//! nothing more has no such thread. It never allocates; it takes the pool's, the large
+//! ([`heap::upkeep_idle_heaps`]: the depot, their free slabs, their kept large blocks).
+//! It is started when memory is retained or a slab is left free ([`crate::retain::want`],
+//! [`crate::retain::wake_if_wanted`]) and ends once a sleep found nothing retained and no
+//! thread active, so a program that allocates nothing more has no such thread. It never allocates; it takes the pool's, the large
 //! cache's and the depot's locks, and a heap only when its thread is not in it.
 //!
 //! `fork`: a `pthread_atfork` prepare handler takes every heap (first: a thread in its

@@ -11,9 +11,9 @@
 //!   is used (by a free of a large block, in the first one of each millisecond:
 //!   [`sweep_due`]) or a thread does its upkeep, and, in the profiles that ask for it
 //!   (`balanced`, `lean`), by a background thread that runs while anything is retained or
-//!   some thread is active ([`crate::process`] starts it through [`wake_if_wanted`]), so that a
-//!   program that stops calling the allocator still gets its memory back within about
-//!   `retain_ms`.
+//!   some thread is active ([`crate::process`] starts it through [`wake_if_wanted`]), so
+//!   that a program that stops calling the allocator still gets its memory back within
+//!   about `retain_ms`.
 //!
 //! Each cache evicts its own oldest pieces while [`excess`] says the total is over budget.
 
@@ -34,8 +34,8 @@ static PEAK_MS: AtomicU64 = AtomicU64::new(0);
 /// allowed. Plain loads and stores: two threads may both pass in one millisecond.
 static SWEPT_MS: AtomicU64 = AtomicU64::new(u64::MAX);
 
-/// What [`wake_if_wanted`] calls: set once by [`crate::process`] (a function above this layer, so it
-/// is passed down rather than called up).
+/// What [`wake_if_wanted`] calls: set once by [`crate::process`] (a function above this
+/// layer, so it is passed down rather than called up).
 static WAKER: AtomicUsize = AtomicUsize::new(0);
 
 /// Set by [`want`], cleared by the background return at the start of each pass

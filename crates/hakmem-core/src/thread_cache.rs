@@ -834,8 +834,8 @@ fn enter_kept(h: &Heap) -> Option<SpinGuard<'_, ()>> {
 }
 
 /// A large block for a request of `size` bytes aligned to `align` ([`large::alloc`]'s
-/// arguments) from those the thread keeps ([`crate::kept::KeptLarge::reuse`]): `(ptr, dirty)` as
-/// [`large::alloc`] returns, or `None` when none serves it.
+/// arguments) from those the thread keeps ([`crate::kept::KeptLarge::reuse`]): `(ptr,
+/// dirty)` as [`large::alloc`] returns, or `None` when none serves it.
 pub fn reuse_large(size: usize, align: usize, resized: bool) -> Option<(*mut u8, usize)> {
     let want = large::want(size, align, resized)?;
     // SAFETY: the thread's own cache.
