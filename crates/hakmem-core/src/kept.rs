@@ -75,14 +75,11 @@ impl KeptLarge {
         if k.map_size() > KEPT_LARGE_MAX || k.resized() {
             return Some(k);
         }
-        let kept = &mut self.blocks;
-        if let Some(free) = kept.iter_mut().find(|b| b.is_none()) {
+        if let Some(free) = self.blocks.iter_mut().find(|b| b.is_none()) {
             *free = Some(k);
             return None;
         }
-        let highest = kept
-            .iter_mut()
-            .max_by_key(|b| b.as_ref().map_or(0, Retired::base))?;
+        let highest = self.highest();
         if highest.as_ref().is_some_and(|h| h.base() > k.base()) {
             return highest.replace(k);
         }
@@ -102,15 +99,17 @@ impl KeptLarge {
             self.taken = true;
             return Some(large::reuse(k, want, size));
         }
-        let highest = self
-            .blocks
-            .iter_mut()
-            .max_by_key(|b| b.as_ref().map_or(0, Retired::base))
-            .and_then(Option::take);
-        if let Some(k) = highest {
+        if let Some(k) = self.highest().take() {
             large::release(k, os::now_ms());
         }
         None
+    }
+
+    /// The slot of the kept block at the highest address (an empty slot when none is kept).
+    fn highest(&mut self) -> &mut Option<Retired> {
+        let slots = self.blocks.iter_mut();
+        let highest = slots.max_by_key(|b| b.as_ref().map_or(0, Retired::base));
+        highest.expect("the slots are never none")
     }
 
     /// Give the kept blocks to the cache as freed at `freed_ms` ([`os::now_ms`], asked for

@@ -125,7 +125,6 @@ use crate::retain;
 use crate::size_class::{
     block_size, is_medium, medium_classes, Class, MapByte, PerClass, BLOCK_SIZE, NUM_CLASSES,
 };
-use crate::sync::SpinGuard;
 use crate::tls;
 use core::ptr::null_mut;
 
@@ -807,30 +806,34 @@ const STASH: usize = 64;
 /// (in its heap's [`crate::kept::KeptLarge`]); returns the block to give to the cache
 /// ([`large::release`]): `k` itself, or a block kept before that it displaced.
 pub fn keep_large(k: Retired) -> Option<Retired> {
-    // SAFETY: the thread's own cache.
-    let h = unsafe { (*cache()).heap };
     // A thread with no heap has not started, or has ended: its `teardown` gave back what
     // it kept, and nothing may be kept after it.
+    with_kept_large(k, |kept, k| kept.keep(k)).unwrap_or_else(Some)
+}
+
+/// `f(kept, arg)` of the calling thread's kept large blocks, or `Err(arg)` when it has no
+/// heap. Its heap's `turn` is held meanwhile when the profile's background return may
+/// visit them (noted in the heap first, [`Heap::set_kept_visited`], when the profile
+/// changed since the last use).
+fn with_kept_large<T, R>(
+    arg: T,
+    f: impl FnOnce(&mut crate::kept::KeptLarge, T) -> R,
+) -> Result<R, T> {
+    // SAFETY: the thread's own cache.
+    let h = unsafe { (*cache()).heap };
     if h.is_null() {
-        return Some(k);
+        return Err(arg);
     }
     // SAFETY: the thread's heap, ours until its `teardown`.
     let h = unsafe { &*h };
-    let _turn = enter_kept(h);
-    // SAFETY: the heap's thread, holding `turn` if visits may touch the kept blocks; no
-    // other reference to them lives.
-    unsafe { h.kept_large() }.keep(k)
-}
-
-/// Make the heap `h` of the calling thread ready for a use of its kept large blocks: its
-/// `turn`, taken, when the profile's background return may visit them (noted in the heap
-/// first, [`Heap::set_kept_visited`], when the profile changed since the last use).
-fn enter_kept(h: &Heap) -> Option<SpinGuard<'_, ()>> {
     let visited = config::current().background_return;
     if h.kept_visited() != visited {
         h.set_kept_visited(visited);
     }
-    visited.then(|| h.enter())
+    let _turn = visited.then(|| h.enter());
+    // SAFETY: the heap's thread, holding `turn` if visits may touch the kept blocks; no
+    // other reference to them lives (`f` cannot reach them again).
+    Ok(f(unsafe { h.kept_large() }, arg))
 }
 
 /// A large block for a request of `size` bytes aligned to `align` ([`large::alloc`]'s
@@ -838,16 +841,7 @@ fn enter_kept(h: &Heap) -> Option<SpinGuard<'_, ()>> {
 /// dirty)` as [`large::alloc`] returns, or `None` when none serves it.
 pub fn reuse_large(size: usize, align: usize, resized: bool) -> Option<(*mut u8, usize)> {
     let want = large::want(size, align, resized)?;
-    // SAFETY: the thread's own cache.
-    let h = unsafe { (*cache()).heap };
-    if h.is_null() {
-        return None;
-    }
-    // SAFETY: the thread's heap, ours until its `teardown`.
-    let h = unsafe { &*h };
-    let _turn = enter_kept(h);
-    // SAFETY: as in `keep_large`.
-    unsafe { h.kept_large() }.reuse(want, size)
+    with_kept_large((), |kept, ()| kept.reuse(want, size)).ok()?
 }
 
 /// Blocks this close to the stash's last one overflow their bin instead ([`Stash`]).
