@@ -18,15 +18,15 @@
 use crate::chunk_map::{MAP_FREE, SLABS};
 use crate::config;
 use crate::depot;
-use crate::kept::KeptLarge;
+use crate::kept::{Access, Keeper, KeptLarge};
 use crate::os;
 use crate::pool;
 use crate::remote::Block;
 use crate::retain;
 use crate::size_class::{block_size, is_medium, Class, PerClass, NUM_CLASSES, SLAB_SIZE};
 use crate::superslab::{is_wide_class, Borrow, Fit, OwnerId, SlabMeta, SpanGeometry, SuperSlab};
-use crate::sync::{AtomicBool, AtomicIsize, AtomicPtr, Ordering, SpinGuard, SpinLock};
-use core::cell::{Cell, UnsafeCell};
+use crate::sync::{AtomicIsize, AtomicPtr, Ordering, SpinGuard, SpinLock};
+use core::cell::Cell;
 use core::ptr::null_mut;
 
 /// What the caller of an allocation will write of its block at once, which decides
@@ -58,14 +58,13 @@ const LATE_ADVICE_SLABS: u32 = 24;
 
 /// Per-thread slab management.
 ///
-/// Invariants: only the holder of `turn` uses the `Cell` fields and `kept` (but
-/// `next_free`, the heap pool's, under its lock), and the owner-only state
+/// Invariants: only the holder of `turn` uses the `Cell` fields (but `next_free`, the heap
+/// pool's, under its lock) and `kept` (as [`Keeper`] says), and the owner-only state
 /// of the superslabs on `owned` (their slabs, lists and free-slab masks); a slab is on
 /// `partial[c]` iff its `in_partial` flag is set, it serves class `c`, and its superslab
 /// is on `owned`; every superslab on `owned` has `owner == self`.
 pub struct Heap {
-    /// Taken by the heap's thread on each of its slow paths and each large block it frees
-    /// or asks for while it may keep them ([`Heap::enter`]), and by the background return
+    /// Taken by the heap's thread on each of its slow paths ([`Heap::enter`]), and by the background return
     /// when it gives back what the heap of an idle thread holds ([`upkeep_idle_heaps`]);
     /// the thread's fast paths touch only its thread cache.
     turn: SpinLock<()>,
@@ -93,12 +92,9 @@ pub struct Heap {
     next_all: *mut Heap,
     /// What this heap moved, per class, for [`mod@crate::stats`].
     counts: PerClass<ClassCounts>,
-    /// The large blocks the thread freed and keeps ([`Heap::kept_large`]); empty while the
+    /// The large blocks the thread freed and keeps ([`Heap::kept_large`]); none while the
     /// heap has no thread.
-    kept: UnsafeCell<KeptLarge>,
-    /// Whether the background return's visits give back the kept blocks, so the thread
-    /// takes `turn` to use them ([`Heap::set_kept_visited`]).
-    kept_visited: AtomicBool,
+    kept: Keeper,
 }
 
 /// What one heap moved for one class, in bytes. Only the heap's holder writes them
@@ -218,8 +214,7 @@ impl Heap {
                 next_free: Cell::new(null_mut()),
                 next_all: pool.all,
                 counts: PerClass(core::array::from_fn(|_| ClassCounts::new())),
-                kept: UnsafeCell::new(KeptLarge::EMPTY),
-                kept_visited: AtomicBool::new(false),
+                kept: Keeper::new(),
             });
         }
         pool.all = h;
@@ -234,40 +229,32 @@ impl Heap {
         turn
     }
 
-    /// The large blocks the heap's thread keeps for its next large requests: in the heap,
-    /// not the thread cache, so that the background return's visit to an idle thread's
-    /// heap can give them back ([`upkeep_idle_heaps`]) in the profiles that have one.
+    /// The large blocks the heap's thread keeps for its next large requests, for a holder
+    /// of `turn`: in the heap, not the thread cache, so that the background return's visit
+    /// to an idle thread's heap can give them back ([`upkeep_idle_heaps`]).
     ///
     /// # Safety
-    /// The caller holds `turn` (the heap's thread in a slow path or [`Heap::enter`], or
-    /// the background return's visit), or is the heap's thread and no visit touches them
-    /// (not [`Heap::kept_visited`]); and no other reference this returned lives.
+    /// The caller is the heap's thread holding `turn` (a slow path or [`Heap::enter`]);
+    /// no other reference this returned lives.
     #[allow(clippy::mut_from_ref)]
     pub unsafe fn kept_large(&self) -> &mut KeptLarge {
-        // SAFETY: by the caller, the holder of `turn`, which alone uses `kept` (the
-        // heap's invariant), or the heap's thread while no visit may: either way alone.
-        unsafe { &mut *self.kept.get() }
+        // SAFETY: by the caller, as `Keeper::blocks` asks.
+        unsafe { self.kept.blocks() }
     }
 
-    /// Note whether the background return's visits give back the kept blocks (`visited`:
-    /// the profile has a background return), by the heap's thread before a use of them
-    /// when the profile changed since the last. Set under `turn`, which the visits hold
-    /// when they read it: one that read `true` is over before the thread, having set
-    /// `false`, uses the blocks without the lock, and the thread takes `turn` for every
-    /// use once it set `true`.
-    ///
-    /// Why not always `turn`: a thread with no visits keeps its blocks without a locked
-    /// instruction, and `large` took 1.26x the time with `turn` taken at each (9
-    /// alternated runs, 40.0 against 50.5 ms; `c-large` 42.8 against 54.0).
-    pub fn set_kept_visited(&self, visited: bool) {
+    /// The kept blocks and their protocol, for the heap's thread's uses without `turn`
+    /// ([`Keeper::with_blocks`]).
+    pub fn keeper(&self) -> &Keeper {
+        &self.kept
+    }
+
+    /// Set how the heap's thread and the visits share the kept blocks ([`Access`]), by
+    /// the heap's thread when [`Access::wanted`] changed since its last use of them. Under
+    /// `turn`, which the visits hold while they read it.
+    pub fn set_kept_access(&self, access: Access) {
         let _turn = self.turn.lock();
-        self.kept_visited.store(visited, Ordering::Relaxed);
-    }
-
-    /// Whether the background return's visits give back the kept blocks
-    /// ([`Heap::set_kept_visited`]): then the thread takes `turn` to use them.
-    pub fn kept_visited(&self) -> bool {
-        self.kept_visited.load(Ordering::Relaxed)
+        // SAFETY: the heap's thread (the caller), holding `turn`.
+        unsafe { self.kept.set_access(access) };
     }
 
     /// Call `f` with the counts of every heap there is.
@@ -1136,7 +1123,7 @@ impl Heap {
     /// With `turn` held, for the background return: whether the thread made a slow path
     /// since the last [`Heap::visit`].
     fn was_active(&self) -> bool {
-        self.visits.get() != self.seen_visits.get()
+        self.visits.get() != self.seen_visits.get() || self.kept.used_since_visit()
     }
 
     /// With `turn` held, for the background return: whether the thread made no slow path
@@ -1418,14 +1405,12 @@ pub fn upkeep_idle_heaps() -> bool {
             h.tidy_abandoned();
             depot_done = true;
         }
+        // As freed when the thread went idle (at the latest, a visit's sleep ago): they
+        // then outstay `retain_ms` as soon as they would have in the cache.
+        let since = || os::now_ms().saturating_sub(config::current().retain_ms / 2);
+        // SAFETY: `turn` held.
+        unsafe { h.kept.visit(idle, since) };
         if idle {
-            if h.kept_visited() {
-                // As freed when the thread went idle (at the latest, a visit's sleep ago):
-                // they then outstay `retain_ms` as soon as they would have in the cache.
-                let since = || os::now_ms().saturating_sub(config::current().retain_ms / 2);
-                // SAFETY: `turn` held; no other reference to the kept blocks lives.
-                unsafe { h.kept_large() }.release(false, since);
-            }
             h.give_back_idle();
         }
     });

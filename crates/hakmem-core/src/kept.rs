@@ -1,10 +1,14 @@
 //! The large blocks a thread freed and keeps for its next large requests ([`KeptLarge`]),
-//! held in its heap ([`crate::heap::Heap::kept_large`]), under the heap's `turn` in the
-//! profiles whose background return visits it.
+//! held in its heap with what lets the background return give them back while the thread
+//! uses them without a lock ([`Keeper`]).
 
 use crate::chunk_map::CHUNK_SIZE;
+use crate::config;
 use crate::large::{self, Retired, Want};
 use crate::os;
+use crate::sync::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
+use core::cell::{Cell, UnsafeCell};
+use core::sync::atomic::compiler_fence;
 
 /// The most large blocks a thread keeps, in every profile.
 pub const KEPT_LARGE: usize = 4;
@@ -21,12 +25,11 @@ const KEPT_LARGE_MAX: usize = CHUNK_SIZE;
 /// writes are to cold lines, so a locked instruction after them waits until they are
 /// done; the cache of extents takes a lock and updates shared counters at each free and
 /// each allocation (four locked instructions or more), where a kept block costs none (in
-/// the profiles whose background return visits the heap, one: the heap's `turn`,
-/// [`crate::heap::Heap::set_kept_visited`]). 16 slots of 64 KiB..4 MiB written at both
+/// the profiles whose background return visits the heap too: [`Keeper`]). 16 slots of 64 KiB..4 MiB written at both
 /// ends (`large`, the Rust workload, whose sized free is otherwise light) took 1.3x-1.4x
 /// the time of `709a854` through the cache and 0.93x this way, `c-large` (its C replica)
 /// 1.01x and about 0.7x (9 alternated runs); balanced and lean, with `turn`, took 1.2x
-/// fast's time on both (5 rounds).
+/// fast's time on both (5 rounds) when they took the heap's lock for each use.
 ///
 /// Not kept: blocks over a chunk, and blocks a resize made or resized last (they tend to
 /// grow on, and are freed by programs that resize, not by ones that cycle buffers):
@@ -53,7 +56,7 @@ const KEPT_LARGE_MAX: usize = CHUNK_SIZE;
 /// Given back (to the cache) besides: at an upkeep of the thread that finds none taken
 /// since the one before, when the thread ends, at `trim`, and, in the profiles with a
 /// background return, when its visit finds the thread idle (why the blocks are in the
-/// heap, under its `turn`, and not in the thread cache).
+/// heap, and not in the thread cache).
 ///
 /// Invariant: every block is a retired block of the heap's ([`Retired`]'s invariant), of
 /// at most [`KEPT_LARGE_MAX`] bytes.
@@ -127,5 +130,189 @@ impl KeptLarge {
                 large::release(k, *at.get_or_insert_with(&freed_ms));
             }
         }
+    }
+}
+
+/// How the heap's thread and the background return's visits share the kept blocks
+/// ([`Keeper`]), chosen by the thread ([`Access::wanted`]).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+#[repr(u8)]
+pub enum Access {
+    /// No visits (the profile has no background return): the thread uses the blocks
+    /// alone.
+    Alone = 0,
+    /// The visits give the blocks of an idle thread back: the thread marks each use, a
+    /// visit claims them and then fences the process ([`os::process_barrier`]).
+    Fenced = 1,
+    /// Visits, but no process barrier (the kernel or a sandbox refuses it, or the thread
+    /// that readies it has not yet run): nothing is kept.
+    Off = 2,
+}
+
+impl Access {
+    /// The access the profile and the process barrier allow now.
+    pub fn wanted() -> Access {
+        if !config::current().background_return {
+            Access::Alone
+        } else if os::process_barrier_ready() {
+            Access::Fenced
+        } else {
+            Access::Off
+        }
+    }
+
+    fn from_u8(a: u8) -> Access {
+        match a {
+            0 => Access::Alone,
+            1 => Access::Fenced,
+            _ => Access::Off,
+        }
+    }
+}
+
+/// A heap's kept blocks ([`KeptLarge`]) and what lets the background return's visit give
+/// them back while the heap's thread uses them without a lock.
+///
+/// Why no lock: a locked instruction after the program's writes to a large block waits
+/// for them (see [`KeptLarge`]); with the heap's `turn` taken at each use, balanced and
+/// lean took 1.2x fast's time on `large` and `c-large`.
+///
+/// The protocol, in [`Access::Fenced`] (an asymmetric Dekker: a store then a load on each
+/// side, the fence on the rare side only):
+/// - the thread, to use the blocks, makes `uses` odd, then (a compiler fence between)
+///   reads `claimed`: if set it backs off (makes `uses` even, keeps or takes nothing);
+///   else it uses them and makes `uses` even again (release);
+/// - a visit (holding the heap's `turn`), finding `uses` even and as it was at the
+///   visit before, sets `claimed`, fences every running thread of the process
+///   ([`os::process_barrier`]) and reads `uses` again: unchanged, no use began before
+///   the fence, and every use after it sees `claimed` and backs off, so the blocks are
+///   the visit's until it clears `claimed` (release).
+///
+/// Invariants: `access` is written only by the heap's thread, holding `turn`; `uses` only
+/// by the heap's thread; `claimed`, `seen` and `emptied` only by a visit, holding `turn`.
+/// The blocks are used by the heap's thread holding `turn`, or in a use marked as above
+/// (in [`Access::Alone`], unmarked), or by a visit holding `turn` and (in
+/// [`Access::Fenced`]) its claim; in [`Access::Off`] none is kept.
+pub struct Keeper {
+    blocks: UnsafeCell<KeptLarge>,
+    access: AtomicU8,
+    /// The thread's uses of the blocks, twice over: odd during one.
+    uses: AtomicUsize,
+    /// Set by a visit while it may take the blocks.
+    claimed: AtomicBool,
+    /// `uses` at the last visit, and whether that visit left no block kept.
+    seen: Cell<usize>,
+    emptied: Cell<bool>,
+}
+
+impl Keeper {
+    pub const fn new() -> Keeper {
+        Keeper {
+            blocks: UnsafeCell::new(KeptLarge::EMPTY),
+            access: AtomicU8::new(Access::Alone as u8),
+            uses: AtomicUsize::new(0),
+            claimed: AtomicBool::new(false),
+            seen: Cell::new(0),
+            emptied: Cell::new(true),
+        }
+    }
+
+    /// The kept blocks, for a caller that holds the heap's `turn`.
+    ///
+    /// # Safety
+    /// The caller holds `turn` and, if it is not the heap's thread, a visit's claim (see
+    /// [`Keeper`]); no other reference this returned lives.
+    #[allow(clippy::mut_from_ref)]
+    pub unsafe fn blocks(&self) -> &mut KeptLarge {
+        // SAFETY: by the caller, under the type's invariant: alone with the blocks.
+        unsafe { &mut *self.blocks.get() }
+    }
+
+    pub fn access(&self) -> Access {
+        Access::from_u8(self.access.load(Ordering::Relaxed))
+    }
+
+    /// Set the access to `access`; into [`Access::Off`], the kept blocks go to the cache.
+    ///
+    /// # Safety
+    /// The heap's thread, holding `turn` (which the visits hold while they read it).
+    pub unsafe fn set_access(&self, access: Access) {
+        self.access.store(access as u8, Ordering::Relaxed);
+        // A use, for the visits: blocks kept before (alone) are not known empty.
+        let uses = self.uses.load(Ordering::Relaxed);
+        self.uses.store(uses.wrapping_add(2), Ordering::Relaxed);
+        if access == Access::Off {
+            // SAFETY: by the caller.
+            unsafe { self.blocks() }.release(false, os::now_ms);
+        }
+    }
+
+    /// `f(blocks, arg)` for the heap's thread, without `turn`, or `Err(arg)` when the
+    /// access keeps nothing or a visit claims the blocks.
+    ///
+    /// # Safety
+    /// The heap's thread, not holding `turn` and not inside another use; `f` does not
+    /// reach the blocks by another way.
+    pub unsafe fn with_blocks<T, R>(
+        &self,
+        arg: T,
+        f: impl FnOnce(&mut KeptLarge, T) -> R,
+    ) -> Result<R, T> {
+        match self.access() {
+            Access::Off => Err(arg),
+            // SAFETY: no visit touches the blocks; the caller's use is the only one.
+            Access::Alone => Ok(f(unsafe { self.blocks() }, arg)),
+            Access::Fenced => {
+                let begun = self.uses.load(Ordering::Relaxed).wrapping_add(1);
+                self.uses.store(begun, Ordering::Relaxed);
+                // The store before the load: the visit's process barrier orders them.
+                compiler_fence(Ordering::SeqCst);
+                let claimed = self.claimed.load(Ordering::Acquire);
+                let r = if claimed {
+                    Err(arg)
+                } else {
+                    // SAFETY: a use marked before `claimed` read clear (the protocol).
+                    Ok(f(unsafe { self.blocks() }, arg))
+                };
+                self.uses.store(begun.wrapping_add(1), Ordering::Release);
+                r
+            }
+        }
+    }
+
+    /// Whether the thread used the blocks since the last [`Keeper::visit`].
+    ///
+    /// For a visit, holding `turn`.
+    pub fn used_since_visit(&self) -> bool {
+        self.uses.load(Ordering::Relaxed) != self.seen.get()
+    }
+
+    /// A visit of the background return: when the thread is `idle` (no slow path since
+    /// the last visit) and used no block either, give the kept blocks to the cache as
+    /// freed at `freed_ms` (see [`KeptLarge::release`]).
+    ///
+    /// # Safety
+    /// The caller holds the heap's `turn`.
+    pub unsafe fn visit(&self, idle: bool, freed_ms: impl Fn() -> u64) {
+        if self.access() != Access::Fenced {
+            // Alone: nothing to do with a visit; Off: nothing kept.
+            return;
+        }
+        let uses = self.uses.load(Ordering::Acquire);
+        if uses != self.seen.replace(uses) {
+            self.emptied.set(false);
+            return;
+        }
+        if !idle || uses % 2 == 1 || self.emptied.get() {
+            return;
+        }
+        // The store before the load: the process barrier is a full fence here too.
+        self.claimed.store(true, Ordering::Relaxed);
+        if os::process_barrier() && self.uses.load(Ordering::Acquire) == uses {
+            // SAFETY: `turn` held (no slow path of the thread) and the claim (no use).
+            unsafe { self.blocks() }.release(false, freed_ms);
+            self.emptied.set(true);
+        }
+        self.claimed.store(false, Ordering::Release);
     }
 }

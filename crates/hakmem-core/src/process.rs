@@ -158,6 +158,9 @@ fn start_returner() {
 }
 
 extern "C" fn returner(_: *mut c_void) -> *mut c_void {
+    // Here, off the program's threads (milliseconds once, in a process with threads): the
+    // threads keep large blocks in this profile only once it is ready (`kept::Access`).
+    os::ready_process_barrier();
     loop {
         os::sleep_ms((config::current().retain_ms / 2).max(50));
         retain::take_wanted();

@@ -812,9 +812,9 @@ pub fn keep_large(k: Retired) -> Option<Retired> {
 }
 
 /// `f(kept, arg)` of the calling thread's kept large blocks, or `Err(arg)` when it has no
-/// heap. Its heap's `turn` is held meanwhile when the profile's background return may
-/// visit them (noted in the heap first, [`Heap::set_kept_visited`], when the profile
-/// changed since the last use).
+/// heap, keeps none ([`crate::kept::Access::Off`]) or the background return claims them
+/// now ([`crate::kept::Keeper`]; the access noted in the heap first,
+/// [`Heap::set_kept_access`], when it changed since the last use).
 fn with_kept_large<T, R>(
     arg: T,
     f: impl FnOnce(&mut crate::kept::KeptLarge, T) -> R,
@@ -826,14 +826,13 @@ fn with_kept_large<T, R>(
     }
     // SAFETY: the thread's heap, ours until its `teardown`.
     let h = unsafe { &*h };
-    let visited = config::current().background_return;
-    if h.kept_visited() != visited {
-        h.set_kept_visited(visited);
+    let access = crate::kept::Access::wanted();
+    if h.keeper().access() != access {
+        h.set_kept_access(access);
     }
-    let _turn = visited.then(|| h.enter());
-    // SAFETY: the heap's thread, holding `turn` if visits may touch the kept blocks; no
-    // other reference to them lives (`f` cannot reach them again).
-    Ok(f(unsafe { h.kept_large() }, arg))
+    // SAFETY: the heap's thread, outside its slow paths (no `turn`, no other use); `f`
+    // cannot reach the blocks again.
+    unsafe { h.keeper().with_blocks(arg, f) }
 }
 
 /// A large block for a request of `size` bytes aligned to `align` ([`large::alloc`]'s

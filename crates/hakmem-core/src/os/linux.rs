@@ -242,6 +242,38 @@ pub fn abort() -> ! {
     unsafe { libc::abort() }
 }
 
+/// `membarrier(2)` commands (linux/membarrier.h).
+const MEMBARRIER_CMD_PRIVATE_EXPEDITED: libc::c_long = 1 << 3;
+const MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED: libc::c_long = 1 << 4;
+
+/// See [`super::ready_process_barrier`].
+pub fn register_barrier() -> bool {
+    // SAFETY: a system call on no memory; an unknown one fails with ENOSYS.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_membarrier,
+            MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED,
+            0 as libc::c_long,
+            0 as libc::c_long,
+        )
+    };
+    rc == 0
+}
+
+/// See [`super::process_barrier`].
+pub fn barrier() -> bool {
+    // SAFETY: a system call on no memory.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_membarrier,
+            MEMBARRIER_CMD_PRIVATE_EXPEDITED,
+            0 as libc::c_long,
+            0 as libc::c_long,
+        )
+    };
+    rc == 0
+}
+
 /// See [`super::yield_now`].
 #[inline]
 pub fn yield_now() {

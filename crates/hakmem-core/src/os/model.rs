@@ -274,6 +274,16 @@ pub fn thread_key_set(_key: usize, value: *mut c_void) {
 /// No `fork` in the model: nothing to register.
 pub fn at_fork(_prepare: extern "C" fn(), _parent: extern "C" fn(), _child: extern "C" fn()) {}
 
+/// The model has no process barrier: what would need one is left off.
+pub fn register_barrier() -> bool {
+    false
+}
+
+/// See [`register_barrier`].
+pub fn barrier() -> bool {
+    false
+}
+
 /// No background thread in the model (the program's own calls return retained memory).
 pub fn spawn_detached(_f: extern "C" fn(*mut c_void) -> *mut c_void) -> bool {
     false
