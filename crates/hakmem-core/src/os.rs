@@ -1,8 +1,9 @@
 //! The platform layer: the one place hakmem calls the operating system and libc
 //! (mappings, `madvise`, `mremap`, the clock, thread-exit keys, `fork` hooks, `errno`,
-//! stderr, the environment, a background thread). Two implementations keep one contract:
-//! `os/linux.rs` (libc) and, under `cfg(miri)` or `cfg(loom)`, `os/model.rs` (memory from
-//! std's allocator, no system call), so that Miri and loom run the real allocator code.
+//! stderr, the environment, a background thread, a barrier on the process's threads).
+//! Two implementations keep one contract: `os/linux.rs` (libc) and, under `cfg(miri)` or
+//! `cfg(loom)`, `os/model.rs` (memory from std's allocator, no system call), so that Miri
+//! and loom run the real allocator code.
 //! Every call compiles to the libc call in a release build: the functions here are small
 //! and `#[inline]`.
 //!
