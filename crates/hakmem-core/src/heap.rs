@@ -148,7 +148,8 @@ fn add(counter: &AtomicIsize, bytes: isize) {
 // SAFETY: a heap is used by one thread at a time: its thread or the background return,
 // whichever holds its `turn` (handing it to a new thread goes through the heap pool's
 // lock too). Both reach it by address; without the turn, only `turn`, `next_all` (fixed
-// once made) and the atomic counts are read.
+// once made), the atomic counts and, by the heap's thread, the kept blocks (as
+// [`Keeper`]'s protocol lets it) are used.
 unsafe impl Send for Heap {}
 
 struct HeapPool {
@@ -1121,9 +1122,10 @@ impl Heap {
     }
 
     /// With `turn` held, for the background return: whether the thread made a slow path
-    /// since the last [`Heap::visit`].
+    /// or used its kept large blocks since the last [`Heap::visit`].
     fn was_active(&self) -> bool {
-        self.visits.get() != self.seen_visits.get() || self.kept.used_since_visit()
+        // SAFETY: `turn` held (this method's condition).
+        self.visits.get() != self.seen_visits.get() || unsafe { self.kept.used_since_visit() }
     }
 
     /// With `turn` held, for the background return: whether the thread made no slow path

@@ -8,7 +8,7 @@ use crate::large::{self, Retired, Want};
 use crate::os;
 use crate::sync::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
 use core::cell::{Cell, UnsafeCell};
-use core::sync::atomic::compiler_fence;
+use core::sync::atomic::{compiler_fence, fence};
 
 /// The most large blocks a thread keeps, in every profile.
 pub const KEPT_LARGE: usize = 4;
@@ -217,11 +217,12 @@ impl Keeper {
         }
     }
 
-    /// The kept blocks, for a caller that holds the heap's `turn`.
+    /// The kept blocks.
     ///
     /// # Safety
-    /// The caller holds `turn` and, if it is not the heap's thread, a visit's claim (see
-    /// [`Keeper`]); no other reference this returned lives.
+    /// The caller is alone with them, as [`Keeper`]'s invariant says: the heap's thread
+    /// holding `turn` or in a use [`Keeper::with_blocks`] marked, or a visit holding
+    /// `turn` and its claim; no other reference this returned lives.
     #[allow(clippy::mut_from_ref)]
     pub unsafe fn blocks(&self) -> &mut KeptLarge {
         // SAFETY: by the caller, under the type's invariant: alone with the blocks.
@@ -282,8 +283,9 @@ impl Keeper {
 
     /// Whether the thread used the blocks since the last [`Keeper::visit`].
     ///
-    /// For a visit, holding `turn`.
-    pub fn used_since_visit(&self) -> bool {
+    /// # Safety
+    /// The caller holds the heap's `turn` (`seen` is the visits').
+    pub unsafe fn used_since_visit(&self) -> bool {
         self.uses.load(Ordering::Relaxed) != self.seen.get()
     }
 
@@ -306,9 +308,13 @@ impl Keeper {
         if !idle || uses % 2 == 1 || self.emptied.get() {
             return;
         }
-        // The store before the load: the process barrier is a full fence here too.
         self.claimed.store(true, Ordering::Relaxed);
-        if os::process_barrier() && self.uses.load(Ordering::Acquire) == uses {
+        // The store before the barrier and the load after it (the system call is a full
+        // fence too; these say so to the compiler and to the reader).
+        fence(Ordering::SeqCst);
+        let fenced = os::process_barrier();
+        fence(Ordering::SeqCst);
+        if fenced && self.uses.load(Ordering::Acquire) == uses {
             // SAFETY: `turn` held (no slow path of the thread) and the claim (no use).
             unsafe { self.blocks() }.release(false, freed_ms);
             self.emptied.set(true);

@@ -277,9 +277,13 @@ pub fn process_barrier_ready() -> bool {
 /// fence between, no fence instruction) loads, is ordered against the caller's store
 /// before this and load after it: one of the two sees the other's store. About 14 µs
 /// with three threads running on two cores. `false` when it failed (not made usable by
-/// [`ready_process_barrier`]).
+/// [`ready_process_barrier`], or refused since): then it is no longer ready.
 pub fn process_barrier() -> bool {
-    sys::barrier()
+    let done = sys::barrier();
+    if !done {
+        BARRIER.store(BARRIER_ABSENT, Relaxed);
+    }
+    done
 }
 
 /// Write a message to stderr without allocating; gives up silently on an error.

@@ -10,8 +10,9 @@
 //!
 //! Background return (`balanced`, `lean`): a thread that sleeps half the profile's
 //! `retain_ms` at a time and gives back retained memory that outstayed it, and what the
-//! heaps of threads that made no slow path for a whole sleep hold
-//! ([`heap::upkeep_idle_heaps`]: the depot, their free slabs, their kept large blocks).
+//! heaps of threads that made no slow path and used no kept large block for a whole sleep
+//! hold ([`heap::upkeep_idle_heaps`]: the depot, their free slabs, their kept large
+//! blocks).
 //! It is started when memory is retained or a slab is left free ([`crate::retain::want`],
 //! [`crate::retain::wake_if_wanted`]) and ends once a sleep found nothing retained and no
 //! thread active, so a program that allocates nothing more has no such thread. It never allocates; it takes the pool's, the large
@@ -22,7 +23,9 @@
 //! pool, superslab pool, large cache) so that nothing is held mid-update when the child
 //! is created; both sides release them. The child's other threads are gone: their heaps'
 //! superslabs stay owned by heaps no thread uses (their blocks leak in the child, nothing
-//! is corrupted), and the forking thread carries on with its own.
+//! is corrupted), and the forking thread carries on with its own. (A thread's kept large
+//! blocks are used without its heap's lock, `kept::Keeper`: one caught in a use leaves
+//! its use count odd in the child, and no visit takes them.)
 
 use crate::config::{self, Profile};
 use crate::sync::{AtomicU8, AtomicUsize, Ordering};

@@ -60,6 +60,15 @@ pub fn want() {
     }
 }
 
+/// [`want`], unless it was wanted since the background return's last pass: for a path
+/// that runs often and leaves something for the return to give back while the thread
+/// is idle (a kept large block), which then stores (a locked instruction) once a pass.
+pub fn want_once() {
+    if !WANTED.load(Relaxed) {
+        want();
+    }
+}
+
 /// For the background return, at the start of a pass: whether [`want`] was called since
 /// the previous one; clears it.
 pub fn take_wanted() -> bool {
