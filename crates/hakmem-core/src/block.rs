@@ -285,8 +285,9 @@ unsafe fn release_large(h: large::Large) {
     let Some(k) = thread_cache::keep_large(unsafe { large::retire(h) }) else {
         // Kept: in balanced and lean the background return gives it back if the thread
         // goes idle, so it must be running (it may have ended while nothing was kept).
-        retain::want_once();
-        retain::wake_if_wanted();
+        if retain::want_once() {
+            retain::wake_if_wanted();
+        }
         return;
     };
     let now = os::now_ms();

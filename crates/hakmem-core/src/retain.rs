@@ -60,13 +60,17 @@ pub fn want() {
     }
 }
 
-/// [`want`], unless it was wanted since the background return's last pass: for a path
-/// that runs often and leaves something for the return to give back while the thread
-/// is idle (a kept large block), which then stores (a locked instruction) once a pass.
-pub fn want_once() {
-    if !WANTED.load(Relaxed) {
-        want();
+/// [`want`], unless the profile has no background return or it was wanted since the
+/// return's last pass: for a path that runs often and leaves something for the return
+/// to give back while the thread is idle (a kept large block), which then stores (a
+/// locked instruction) once a pass. Whether it stored: then the caller starts the return
+/// ([`wake_if_wanted`]).
+pub fn want_once() -> bool {
+    if !config::current().background_return || WANTED.load(Relaxed) {
+        return false;
     }
+    WANTED.store(true, SeqCst);
+    true
 }
 
 /// For the background return, at the start of a pass: whether [`want`] was called since
