@@ -1411,7 +1411,7 @@ pub fn upkeep_idle_heaps() -> bool {
         // then outstay `retain_ms` as soon as they would have in the cache.
         let since = || os::now_ms().saturating_sub(config::current().retain_ms / 2);
         // SAFETY: `turn` held.
-        unsafe { h.kept.visit(idle, since) };
+        unsafe { h.kept.visit(idle, |kept| kept.release(false, since)) };
         if idle {
             h.give_back_idle();
         }

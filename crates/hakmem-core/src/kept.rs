@@ -290,12 +290,12 @@ impl Keeper {
     }
 
     /// A visit of the background return: when the thread is `idle` (no slow path since
-    /// the last visit) and used no block either, give the kept blocks to the cache as
-    /// freed at `freed_ms` (see [`KeptLarge::release`]).
+    /// the last visit) and used no block either, `give_back(blocks)` (which empties
+    /// them: [`KeptLarge::release`]).
     ///
     /// # Safety
     /// The caller holds the heap's `turn`.
-    pub unsafe fn visit(&self, idle: bool, freed_ms: impl Fn() -> u64) {
+    pub unsafe fn visit(&self, idle: bool, give_back: impl FnOnce(&mut KeptLarge)) {
         if self.access() != Access::Fenced {
             // Alone: nothing to do with a visit; Off: nothing kept.
             return;
@@ -316,9 +316,92 @@ impl Keeper {
         fence(Ordering::SeqCst);
         if fenced && self.uses.load(Ordering::Acquire) == uses {
             // SAFETY: `turn` held (no slow path of the thread) and the claim (no use).
-            unsafe { self.blocks() }.release(false, freed_ms);
+            give_back(unsafe { self.blocks() });
             self.emptied.set(true);
         }
         self.claimed.store(false, Ordering::Release);
+    }
+}
+
+#[cfg(all(test, not(miri), not(loom)))]
+mod tests {
+    use super::*;
+    use core::sync::atomic::AtomicBool as Flag;
+    use std::sync::Mutex;
+    use std::time::{Duration, Instant};
+
+    /// The protocol itself, with a mutex for the heap's `turn`: a thread that marks uses
+    /// in short bursts against a visit claiming in a loop. Neither may be inside while
+    /// the other is; both the visit's taking and the thread's backing off must happen.
+    #[test]
+    fn a_visit_and_a_marked_use_never_overlap() {
+        assert!(os::ready_process_barrier(), "membarrier is refused here");
+        let keeper: &'static Keeper = Box::leak(Box::new(Keeper::new()));
+        let turn: &'static Mutex<()> = Box::leak(Box::new(Mutex::new(())));
+        static USING: Flag = Flag::new(false);
+        static TAKING: Flag = Flag::new(false);
+        static DONE: Flag = Flag::new(false);
+        {
+            let _turn = turn.lock().unwrap();
+            // SAFETY: the keeper's one user thread (this one, until the spawn), holding
+            // the stand-in `turn`.
+            unsafe { keeper.set_access(Access::Fenced) };
+        }
+        let end = Instant::now() + Duration::from_millis(400);
+        // By address, as threads reach a heap (`Keeper` is not `Sync`: its protocol is).
+        let at = keeper as *const Keeper as usize;
+        let user = std::thread::spawn(move || {
+            // SAFETY: leaked, so valid for the test; shared as the protocol lets it.
+            let keeper = unsafe { &*(at as *const Keeper) };
+            let (mut used, mut backed_off) = (0u32, 0u32);
+            let mut spin = 1u32;
+            while Instant::now() < end {
+                // Uses and gaps of 0..~50 µs: some uses outlast a visit's barrier, and
+                // visits find the count still in some gaps.
+                spin = spin.wrapping_mul(1_103_515_245).wrapping_add(12_345);
+                let (length, gap) = ((spin >> 8) % 40_000, (spin >> 16) % 40_000);
+                // SAFETY: the keeper's thread, not holding `turn`, in no other use.
+                let r = unsafe {
+                    keeper.with_blocks((), |_, ()| {
+                        USING.store(true, Ordering::SeqCst);
+                        for _ in 0..length {
+                            assert!(!TAKING.load(Ordering::Relaxed), "a use while a visit takes");
+                        }
+                        USING.store(false, Ordering::SeqCst);
+                    })
+                };
+                match r {
+                    Ok(()) => used += 1,
+                    Err(()) => backed_off += 1,
+                }
+                for _ in 0..gap {
+                    core::hint::spin_loop();
+                }
+            }
+            DONE.store(true, Ordering::SeqCst);
+            (used, backed_off)
+        });
+        let mut taken = 0u32;
+        // (Bounded in time as well: a failed assertion ends the other thread.)
+        while !DONE.load(Ordering::SeqCst) && Instant::now() < end {
+            let _turn = turn.lock().unwrap();
+            // SAFETY: holding the stand-in `turn`.
+            unsafe {
+                keeper.visit(true, |_| {
+                    TAKING.store(true, Ordering::SeqCst);
+                    for _ in 0..200 {
+                        assert!(!USING.load(Ordering::Relaxed), "a visit takes during a use");
+                    }
+                    TAKING.store(false, Ordering::SeqCst);
+                    taken += 1;
+                })
+            };
+        }
+        let (used, backed_off) = user.join().expect("the user thread");
+        assert!(used >= 20 && taken >= 5, "{used} uses, {taken} visits took");
+        assert!(
+            backed_off > 0,
+            "no use met a claim ({used} uses, {taken} taken)"
+        );
     }
 }
