@@ -41,9 +41,9 @@ const CHECKS: [Check; 3] = [
             tsan_test!("--test", "shadow_model", "--", "spread_over_threads"),
         ],
     },
-    // loom explores the interleavings of the remote-free list (crates/hakmem-core/tests/loom.rs)
-    // and of the whole cross-thread free protocol: collection, slab release, adoption
-    // (tests/loom_protocol.rs).
+    // loom explores the interleavings of the remote-free list (crates/hakmem-core/tests/loom.rs),
+    // of the whole cross-thread free protocol: collection, slab release, adoption
+    // (tests/loom_protocol.rs), and of the kept large blocks' (tests/loom_kept.rs).
     Check {
         name: "check-loom",
         env: &[("RUSTFLAGS", "--cfg loom")],
@@ -55,6 +55,8 @@ const CHECKS: [Check; 3] = [
             "loom",
             "--test",
             "loom_protocol",
+            "--test",
+            "loom_kept",
             "--release",
             "--target-dir",
             "target/loom",

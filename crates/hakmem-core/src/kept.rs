@@ -2,13 +2,17 @@
 //! held in its heap with what lets the background return give them back while the thread
 //! uses them without a lock ([`Keeper`]).
 
+// `Keeper` and `Access` are re-exported, hidden, for their loom model
+// (`testing`, tests/loom_kept.rs); their docs link to this crate's private items still.
+#![allow(rustdoc::private_intra_doc_links)]
+
 use crate::chunk_map::CHUNK_SIZE;
 use crate::config;
 use crate::large::{self, Retired, Want};
 use crate::os;
-use crate::sync::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
+use crate::sync::protocol::{fence, light_fence, AtomicBool, AtomicUsize};
+use crate::sync::{AtomicU8, Ordering};
 use core::cell::{Cell, UnsafeCell};
-use core::sync::atomic::{compiler_fence, fence};
 
 /// The most large blocks a thread keeps, in every profile.
 pub const KEPT_LARGE: usize = 4;
@@ -188,6 +192,9 @@ impl Access {
 ///   the fence, and every use after it sees `claimed` and backs off, so the blocks are
 ///   the visit's until it clears `claimed` (release).
 ///
+/// Model-checked with loom (tests/loom_kept.rs, the barrier a `SeqCst` fence on each
+/// side), and run on real threads against the real barrier (`tests` below).
+///
 /// Invariants: `access` is written only by the heap's thread, holding `turn`; `uses` only
 /// by the heap's thread; `claimed`, `seen` and `emptied` only by a visit, holding `turn`.
 /// The blocks are used by the heap's thread holding `turn`, or in a use marked as above
@@ -206,7 +213,9 @@ pub struct Keeper {
 }
 
 impl Keeper {
-    pub const fn new() -> Keeper {
+    // Not `const`: loom's atomics are not.
+    #[allow(clippy::new_without_default)]
+    pub fn new() -> Keeper {
         Keeper {
             blocks: UnsafeCell::new(KeptLarge::EMPTY),
             access: AtomicU8::new(Access::Alone as u8),
@@ -267,7 +276,7 @@ impl Keeper {
                 let begun = self.uses.load(Ordering::Relaxed).wrapping_add(1);
                 self.uses.store(begun, Ordering::Relaxed);
                 // The store before the load: the visit's process barrier orders them.
-                compiler_fence(Ordering::SeqCst);
+                light_fence();
                 let claimed = self.claimed.load(Ordering::Acquire);
                 let r = if claimed {
                     Err(arg)
@@ -314,7 +323,12 @@ impl Keeper {
         fence(Ordering::SeqCst);
         let fenced = os::process_barrier();
         fence(Ordering::SeqCst);
-        if fenced && self.uses.load(Ordering::Acquire) == uses {
+        #[cfg(not(hakmem_broken = "kept_no_reread"))]
+        let still = self.uses.load(Ordering::Acquire) == uses;
+        // Broken on purpose (tests/loom_kept.rs must catch it): no second look at `uses`.
+        #[cfg(hakmem_broken = "kept_no_reread")]
+        let still = true;
+        if fenced && still {
             // SAFETY: `turn` held (no slow path of the thread) and the claim (no use).
             give_back(unsafe { self.blocks() });
             self.emptied.set(true);

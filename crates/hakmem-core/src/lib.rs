@@ -333,6 +333,9 @@ pub fn set_profile(p: Profile) {
 /// for the loom model): not part of the surface, and free to change.
 #[doc(hidden)]
 pub mod testing {
+    /// The kept large blocks' protocol, for its loom model (tests/loom_kept.rs).
+    #[doc(hidden)]
+    pub use crate::kept::{Access, Keeper};
     pub use crate::large::max_mapping;
     pub use crate::os::inject_map_failures;
     pub use crate::remote::{Block, RemoteFreeList};

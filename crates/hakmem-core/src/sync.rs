@@ -8,13 +8,26 @@ pub use core::sync::atomic::{
     AtomicBool, AtomicIsize, AtomicPtr, AtomicU64, AtomicU8, AtomicUsize, Ordering,
 };
 
-/// The atomics of the lock-free cross-thread free protocol ([`crate::remote`]): loom's
-/// under `--cfg loom`, so that the same code is model-checked (`tests/loom.rs`).
+/// The atomics of the lock-free protocols, the cross-thread free's ([`crate::remote`])
+/// and the kept large blocks' ([`crate::kept::Keeper`]): loom's under `--cfg loom`, so
+/// that the same code is model-checked (`tests/loom.rs`, `tests/loom_kept.rs`).
 pub mod protocol {
     #[cfg(not(loom))]
-    pub use core::sync::atomic::AtomicU64;
+    pub use core::sync::atomic::{fence, AtomicBool, AtomicU64, AtomicUsize};
     #[cfg(loom)]
-    pub use loom::sync::atomic::AtomicU64;
+    pub use loom::sync::atomic::{fence, AtomicBool, AtomicU64, AtomicUsize};
+
+    /// The fast side's fence of an asymmetric pair whose slow side calls
+    /// [`crate::os::process_barrier`]: no instruction, only the compiler kept from moving
+    /// memory accesses across it (the barrier orders them, running the fence on this
+    /// thread's behalf). Under loom, a `SeqCst` fence: what the barrier amounts to.
+    #[inline(always)]
+    pub fn light_fence() {
+        #[cfg(not(loom))]
+        core::sync::atomic::compiler_fence(core::sync::atomic::Ordering::SeqCst);
+        #[cfg(loom)]
+        loom::sync::atomic::fence(core::sync::atomic::Ordering::SeqCst);
+    }
 }
 
 /// A test-and-test-and-set lock that yields the CPU when contended. It never allocates,

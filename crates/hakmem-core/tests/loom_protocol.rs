@@ -24,11 +24,14 @@ use hakmem_core::testing::{Block, RemoteFreeList};
 
 #[path = "loom_arena/mod.rs"]
 mod loom_arena;
+#[path = "loom_model/mod.rs"]
+mod loom_model;
 use loom::cell::UnsafeCell;
 use loom::sync::atomic::{fence, AtomicU64, AtomicUsize, Ordering};
 use loom::sync::{Arc, Mutex};
 use loom::thread;
 use loom_arena::Arena;
+use loom_model::model;
 
 /// The slab's bit in its superslab's `remote_pending` (slab 1).
 const BIT: u64 = 1 << 1;
@@ -188,25 +191,6 @@ impl Slab {
             );
         });
     }
-}
-
-/// Explore `f` under loom and print how many executions it took.
-fn model(f: impl Fn() + Sync + Send + 'static) {
-    let runs = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    let counted = runs.clone();
-    let b = loom::model::Builder::new();
-    b.check(move || {
-        counted.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        f()
-    });
-    let n = runs.load(std::sync::atomic::Ordering::Relaxed);
-    eprintln!("loom explored {n} executions");
-    // A model whose threads loom never interleaves explores one execution and proves
-    // nothing (as happened while the owner ran on loom's main thread).
-    assert!(
-        n >= 100,
-        "loom explored only {n} executions: no race was modelled"
-    );
 }
 
 /// The owner's `rounds` passes of `collect_pending`, on a thread of its own (so that

@@ -274,14 +274,18 @@ pub fn thread_key_set(_key: usize, value: *mut c_void) {
 /// No `fork` in the model: nothing to register.
 pub fn at_fork(_prepare: extern "C" fn(), _parent: extern "C" fn(), _child: extern "C" fn()) {}
 
-/// The model has no process barrier: what would need one is left off.
+/// Under Miri the model has no process barrier: what would need one is left off. Under
+/// loom it has one (tests/loom_kept.rs), a `SeqCst` fence here and on the other side
+/// (`sync::protocol::light_fence`).
 pub fn register_barrier() -> bool {
-    false
+    cfg!(loom)
 }
 
 /// See [`register_barrier`].
 pub fn barrier() -> bool {
-    false
+    #[cfg(loom)]
+    loom::sync::atomic::fence(core::sync::atomic::Ordering::SeqCst);
+    cfg!(loom)
 }
 
 /// No background thread in the model (the program's own calls return retained memory).
