@@ -50,7 +50,7 @@ enum Task {
     },
     /// The multi-thread tests under ThreadSanitizer (nightly, -Zbuild-std).
     CheckTsan,
-    /// The cross-thread free protocol under loom.
+    /// The cross-thread free protocol and the kept large blocks' under loom.
     CheckLoom,
     /// The pure-logic unit tests under Miri (nightly).
     CheckMiri,

@@ -173,6 +173,8 @@ fn large_block(size: usize, align: usize, resized: bool) -> (*mut u8, usize) {
     if let Some(got) = thread_cache::reuse_large(size, align, resized) {
         return got;
     }
+    // A miss gave the highest kept block to the cache, which wants the background return.
+    retain::wake_if_wanted();
     let got = large::alloc(size, align, resized);
     if !got.0.is_null() {
         return got;
@@ -284,10 +286,10 @@ unsafe fn release_large(h: large::Large) {
     // SAFETY: by the caller.
     let Some(k) = thread_cache::keep_large(unsafe { large::retire(h) }) else {
         // Kept: in balanced and lean the background return gives it back if the thread
-        // goes idle, so it must be running (it may have ended while nothing was kept).
-        if retain::want_once() {
-            retain::wake_if_wanted();
-        }
+        // goes idle, so it must be running (it may have ended while nothing was kept, or
+        // not have been started for what another path wanted).
+        retain::want_once();
+        retain::wake_if_wanted();
         return;
     };
     let now = os::now_ms();

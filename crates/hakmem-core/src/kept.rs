@@ -2,10 +2,6 @@
 //! held in its heap with what lets the background return give them back while the thread
 //! uses them without a lock ([`Keeper`]).
 
-// `Keeper` and `Access` are re-exported, hidden, for their loom model
-// (`testing`, tests/loom_kept.rs); their docs link to this crate's private items still.
-#![allow(rustdoc::private_intra_doc_links)]
-
 use crate::chunk_map::CHUNK_SIZE;
 use crate::config;
 use crate::large::{self, Retired, Want};
@@ -139,6 +135,8 @@ impl KeptLarge {
 
 /// How the heap's thread and the background return's visits share the kept blocks
 /// ([`Keeper`]), chosen by the thread ([`Access::wanted`]).
+// Re-exported, hidden, for the loom model (`testing`); the docs link to private items.
+#[allow(rustdoc::private_intra_doc_links)]
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 #[repr(u8)]
 pub enum Access {
@@ -200,6 +198,8 @@ impl Access {
 /// The blocks are used by the heap's thread holding `turn`, or in a use marked as above
 /// (in [`Access::Alone`], unmarked), or by a visit holding `turn` and (in
 /// [`Access::Fenced`]) its claim; in [`Access::Off`] none is kept.
+// Re-exported, hidden, for the loom model (`testing`); the docs link to private items.
+#[allow(rustdoc::private_intra_doc_links)]
 pub struct Keeper {
     blocks: UnsafeCell<KeptLarge>,
     access: AtomicU8,
@@ -212,9 +212,10 @@ pub struct Keeper {
     emptied: Cell<bool>,
 }
 
+// As on the type: the methods' docs link to private items too.
+#[allow(rustdoc::private_intra_doc_links)]
 impl Keeper {
     // Not `const`: loom's atomics are not.
-    #[allow(clippy::new_without_default)]
     pub fn new() -> Keeper {
         Keeper {
             blocks: UnsafeCell::new(KeptLarge::EMPTY),
@@ -276,6 +277,7 @@ impl Keeper {
                 let begun = self.uses.load(Ordering::Relaxed).wrapping_add(1);
                 self.uses.store(begun, Ordering::Relaxed);
                 // The store before the load: the visit's process barrier orders them.
+                #[cfg(not(hakmem_broken = "kept_no_fence"))]
                 light_fence();
                 let claimed = self.claimed.load(Ordering::Acquire);
                 let r = if claimed {
@@ -337,6 +339,12 @@ impl Keeper {
     }
 }
 
+impl Default for Keeper {
+    fn default() -> Keeper {
+        Keeper::new()
+    }
+}
+
 #[cfg(all(test, not(miri), not(loom)))]
 mod tests {
     use super::*;
@@ -347,6 +355,8 @@ mod tests {
     /// The protocol itself, with a mutex for the heap's `turn`: a thread that marks uses
     /// in short bursts against a visit claiming in a loop. Neither may be inside while
     /// the other is; both the visit's taking and the thread's backing off must happen.
+    /// It runs until they have (at least 400 ms), 10 s at most: counts, not times, are
+    /// what it asserts.
     #[test]
     fn a_visit_and_a_marked_use_never_overlap() {
         assert!(os::ready_process_barrier(), "membarrier is refused here");
@@ -355,13 +365,15 @@ mod tests {
         static USING: Flag = Flag::new(false);
         static TAKING: Flag = Flag::new(false);
         static DONE: Flag = Flag::new(false);
+        static TAKEN: AtomicUsize = AtomicUsize::new(0);
         {
             let _turn = turn.lock().unwrap();
             // SAFETY: the keeper's one user thread (this one, until the spawn), holding
             // the stand-in `turn`.
             unsafe { keeper.set_access(Access::Fenced) };
         }
-        let end = Instant::now() + Duration::from_millis(400);
+        let start = Instant::now();
+        let (least, most) = (Duration::from_millis(400), Duration::from_secs(10));
         // By address, as threads reach a heap (`Keeper` is not `Sync`: its protocol is).
         let at = keeper as *const Keeper as usize;
         let user = std::thread::spawn(move || {
@@ -369,7 +381,10 @@ mod tests {
             let keeper = unsafe { &*(at as *const Keeper) };
             let (mut used, mut backed_off) = (0u32, 0u32);
             let mut spin = 1u32;
-            while Instant::now() < end {
+            let enough = |used, backed_off| {
+                used >= 20 && backed_off > 0 && TAKEN.load(Ordering::Relaxed) >= 5
+            };
+            while start.elapsed() < least || (!enough(used, backed_off) && start.elapsed() < most) {
                 // Uses and gaps of 0..~50 µs: some uses outlast a visit's barrier, and
                 // visits find the count still in some gaps.
                 spin = spin.wrapping_mul(1_103_515_245).wrapping_add(12_345);
@@ -395,9 +410,8 @@ mod tests {
             DONE.store(true, Ordering::SeqCst);
             (used, backed_off)
         });
-        let mut taken = 0u32;
         // (Bounded in time as well: a failed assertion ends the other thread.)
-        while !DONE.load(Ordering::SeqCst) && Instant::now() < end {
+        while !DONE.load(Ordering::SeqCst) && start.elapsed() < most {
             let _turn = turn.lock().unwrap();
             // SAFETY: holding the stand-in `turn`.
             unsafe {
@@ -407,11 +421,12 @@ mod tests {
                         assert!(!USING.load(Ordering::Relaxed), "a visit takes during a use");
                     }
                     TAKING.store(false, Ordering::SeqCst);
-                    taken += 1;
+                    TAKEN.fetch_add(1, Ordering::Relaxed);
                 })
             };
         }
         let (used, backed_off) = user.join().expect("the user thread");
+        let taken = TAKEN.load(Ordering::Relaxed);
         assert!(used >= 20 && taken >= 5, "{used} uses, {taken} visits took");
         assert!(
             backed_off > 0,

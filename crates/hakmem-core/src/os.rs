@@ -243,7 +243,7 @@ pub fn sleep_ms(ms: u64) {
 }
 
 /// [`process_barrier`]'s state: not yet asked for, usable, or not (an old kernel, a
-/// sandbox that refuses the call, the model).
+/// sandbox that refuses the call, the model under Miri).
 static BARRIER: AtomicU8 = AtomicU8::new(BARRIER_UNKNOWN);
 const BARRIER_UNKNOWN: u8 = 0;
 const BARRIER_READY: u8 = 1;

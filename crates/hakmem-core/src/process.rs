@@ -167,6 +167,12 @@ extern "C" fn returner(_: *mut c_void) -> *mut c_void {
     loop {
         os::sleep_ms((config::current().retain_ms / 2).max(50));
         retain::take_wanted();
+        if os::process_barrier_ready() {
+            // The slow side of `retain::want_once`'s pair: a thread that kept a large
+            // block and read the flag still set (before the clear above) has its use
+            // count seen by the visits below. One barrier a pass.
+            os::process_barrier();
+        }
         let active = heap::upkeep_idle_heaps();
         let now = os::now_ms();
         pool::expire(now);

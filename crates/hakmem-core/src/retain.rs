@@ -62,15 +62,21 @@ pub fn want() {
 
 /// [`want`], unless the profile has no background return or it was wanted since the
 /// return's last pass: for a path that runs often and leaves something for the return
-/// to give back while the thread is idle (a kept large block), which then stores (a
-/// locked instruction) once a pass. Whether it stored: then the caller starts the return
-/// ([`wake_if_wanted`]).
-pub fn want_once() -> bool {
-    if !config::current().background_return || WANTED.load(Relaxed) {
-        return false;
+/// to give back while the thread is idle (a kept large block, whose use count the thread
+/// stored just before), which then stores (a locked instruction) once a pass.
+///
+/// The load of the flag after the thread's store of its use count is the fast side of
+/// an asymmetric pair: the returner clears the flag at the start of a pass and then runs
+/// the process barrier before it reads the use counts (`crate::process`), so either the
+/// thread sees the flag cleared and wants, or the pass sees the use.
+pub fn want_once() {
+    if !config::current().background_return {
+        return;
     }
-    WANTED.store(true, SeqCst);
-    true
+    crate::sync::protocol::light_fence();
+    if !WANTED.load(Relaxed) {
+        WANTED.store(true, SeqCst);
+    }
 }
 
 /// For the background return, at the start of a pass: whether [`want`] was called since

@@ -8,7 +8,8 @@
 //! Run with `cargo xtask check-loom`. Broken on purpose, and caught here:
 //! `RUSTFLAGS='--cfg loom --cfg hakmem_broken="kept_no_reread"' cargo test -p hakmem-core
 //! --test loom_kept --release --target-dir target/loom-broken` (a visit that takes the
-//! blocks without reading the use count again after the barrier).
+//! blocks without reading the use count again after the barrier), and
+//! `hakmem_broken="kept_no_fence"` (a use without its fence).
 #![cfg(loom)]
 
 use hakmem_core::testing::{Access, Keeper};
@@ -18,6 +19,7 @@ use loom::cell::UnsafeCell;
 use loom::sync::{Arc, Mutex};
 use loom::thread;
 use loom_model::model;
+use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 
 /// A heap's keeper, reached by two threads as a heap is (by address; `Keeper` is not
 /// `Sync`, its protocol is what shares it).
@@ -35,6 +37,11 @@ struct Shared {
 unsafe impl Sync for Shared {}
 // SAFETY: as above.
 unsafe impl Send for Shared {}
+
+/// Executions in which a visit took the blocks, and in which the use backed off from a
+/// claim (std's atomics: counts across executions, outside the model).
+static TAKEN: AtomicUsize = AtomicUsize::new(0);
+static BACKED_OFF: AtomicUsize = AtomicUsize::new(0);
 
 #[test]
 fn a_use_and_a_visit_never_hold_the_blocks_together() {
@@ -78,5 +85,18 @@ fn a_use_and_a_visit_never_hold_the_blocks_together() {
         let total = shared.blocks.with_mut(|b| unsafe { *b });
         assert_eq!(used.is_ok(), total >= 10, "{total}");
         assert!(total % 10 <= 1, "{total}");
+        if total % 10 == 1 {
+            TAKEN.fetch_add(1, Relaxed);
+        }
+        if used.is_err() {
+            BACKED_OFF.fetch_add(1, Relaxed);
+        }
     });
+    // The model reached both outcomes of a race: a visit that claimed and took, a use
+    // that met the claim.
+    let (taken, backed_off) = (TAKEN.load(Relaxed), BACKED_OFF.load(Relaxed));
+    assert!(
+        taken > 0 && backed_off > 0,
+        "taken in {taken}, backed off in {backed_off}"
+    );
 }
