@@ -64,9 +64,9 @@ const LATE_ADVICE_SLABS: u32 = 24;
 /// `partial[c]` iff its `in_partial` flag is set, it serves class `c`, and its superslab
 /// is on `owned`; every superslab on `owned` has `owner == self`.
 pub struct Heap {
-    /// Taken by the heap's thread on each of its slow paths ([`Heap::enter`]), and by the background return
-    /// when it gives back what the heap of an idle thread holds ([`upkeep_idle_heaps`]);
-    /// the thread's fast paths touch only its thread cache.
+    /// Taken by the heap's thread on each of its slow paths ([`Heap::enter`]), and by the
+    /// background return when it gives back what the heap of an idle thread holds
+    /// ([`upkeep_idle_heaps`]); the thread's fast paths touch only its thread cache.
     turn: SpinLock<()>,
     /// The thread's slow paths so far (wrapping), and their count at the background
     /// return's last visit: equal at the next, the thread made no slow path in between.

@@ -6,7 +6,7 @@ use crate::chunk_map::CHUNK_SIZE;
 use crate::config;
 use crate::large::{self, Retired, Want};
 use crate::os;
-use crate::sync::protocol::{fence, light_fence, AtomicBool, AtomicUsize};
+use crate::sync::protocol::{light_fence, AtomicBool, AtomicUsize};
 use crate::sync::{AtomicU8, Ordering};
 use core::cell::{Cell, UnsafeCell};
 
@@ -320,11 +320,9 @@ impl Keeper {
             return;
         }
         self.claimed.store(true, Ordering::Relaxed);
-        // The store before the barrier and the load after it (the system call is a full
-        // fence too; these say so to the compiler and to the reader).
-        fence(Ordering::SeqCst);
+        // The store before the barrier and the load after it: the barrier is a full fence
+        // here too.
         let fenced = os::process_barrier();
-        fence(Ordering::SeqCst);
         #[cfg(not(hakmem_broken = "kept_no_reread"))]
         let still = self.uses.load(Ordering::Acquire) == uses;
         // Broken on purpose (tests/loom_kept.rs must catch it): no second look at `uses`.

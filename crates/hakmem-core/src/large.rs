@@ -576,6 +576,18 @@ impl Large {
         unsafe { (*self.ptr()).requested }
     }
 
+    /// Note a resize of the block in place to `new_size` bytes asked for.
+    ///
+    /// # Safety
+    /// The caller owns the block.
+    unsafe fn note_resize(self, new_size: usize) {
+        // SAFETY: by the caller, the header is ours to write.
+        unsafe {
+            (*self.ptr()).requested = new_size;
+            (*self.ptr()).resized = 1;
+        }
+    }
+
     /// Whether a resize made the block or resized it last.
     fn resized(self) -> bool {
         // SAFETY: as in `map_size`.
@@ -1122,10 +1134,7 @@ pub unsafe fn realloc(h: Large, new_size: usize) -> *mut u8 {
             return null_mut();
         }
         // SAFETY: our header.
-        unsafe {
-            (*h.ptr()).requested = new_size;
-            (*h.ptr()).resized = 1;
-        }
+        unsafe { h.note_resize(new_size) };
         return (base + offset) as *mut u8;
     }
     let shrinking = new_size < h.requested();

@@ -17,7 +17,9 @@
 
 use core::ffi::{c_void, CStr};
 use core::ptr::null_mut;
-use core::sync::atomic::{AtomicIsize, AtomicU8, AtomicUsize, Ordering::Relaxed};
+use core::sync::atomic::{
+    fence, AtomicIsize, AtomicU8, AtomicUsize, Ordering::Relaxed, Ordering::SeqCst,
+};
 
 #[cfg(not(any(miri, loom)))]
 #[path = "os/linux.rs"]
@@ -279,7 +281,11 @@ pub fn process_barrier_ready() -> bool {
 /// with three threads running on two cores. `false` when it failed (not made usable by
 /// [`ready_process_barrier`], or refused since): then it is no longer ready.
 pub fn process_barrier() -> bool {
+    // The system call is a full fence on the calling thread too; these say so to the
+    // compiler, so the caller's accesses before and after stay where they are.
+    fence(SeqCst);
     let done = sys::barrier();
+    fence(SeqCst);
     if !done {
         BARRIER.store(BARRIER_ABSENT, Relaxed);
     }

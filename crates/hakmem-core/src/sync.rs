@@ -13,9 +13,9 @@ pub use core::sync::atomic::{
 /// that the same code is model-checked (`tests/loom.rs`, `tests/loom_kept.rs`).
 pub mod protocol {
     #[cfg(not(loom))]
-    pub use core::sync::atomic::{fence, AtomicBool, AtomicU64, AtomicUsize};
+    pub use core::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize};
     #[cfg(loom)]
-    pub use loom::sync::atomic::{fence, AtomicBool, AtomicU64, AtomicUsize};
+    pub use loom::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize};
 
     /// The fast side's fence of an asymmetric pair whose slow side calls
     /// [`crate::os::process_barrier`]: no instruction, only the compiler kept from moving
