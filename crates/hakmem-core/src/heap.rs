@@ -541,16 +541,12 @@ impl Heap {
                 unsafe { self.give_lone(&g, head, me, &mut run) };
                 continue;
             }
-            let (mut last, before) = (p, left + 1);
-            // SAFETY: as above, the next of the first `n`.
-            p = unsafe { (*p).next };
-            left -= 1;
-            while left > 0 && g.same_span(p as usize, head as usize) {
-                last = p;
-                // SAFETY: as above.
-                p = unsafe { (*p).next };
-                left -= 1;
-            }
+            let before = left + 1;
+            // SAFETY: `p` is one of the first `n`, `left` of them from it on.
+            let (last, after) = unsafe { stretch_end(&g, head, p, left) };
+            // SAFETY: `last` is one of the first `n`, so linked to the rest of the chain.
+            p = unsafe { (*last).next };
+            left = after - 1;
             // Its length is counted from `left` afterwards, one instruction less a block.
             let stretch = Stretch {
                 first: head,
@@ -1291,6 +1287,72 @@ impl Heap {
             None
         })
     }
+}
+
+/// The last block of the stretch that `head` starts in a chain being flushed
+/// ([`Heap::flush`]), and how many of the blocks to give back are left from it on: the
+/// chain goes on at `p`, the block after `head`, in `head`'s span, with `left` blocks to
+/// give back from `p` on (`p` included).
+///
+/// Blocks freed in address order (a batch freed forwards or backwards, every other one)
+/// lie a fixed step apart on the chain. Following the links makes each load wait for the
+/// one before: in `perf record` of `c-half-freed`, 67 % of the flush's samples sat right
+/// after that load. Once two steps in a row are the same, the walk checks each link
+/// against the address the step predicts ([`follow_steps`]), so that the next load's
+/// address does not wait on this one and the loads overlap.
+///
+/// # Safety
+/// `p` and the `left - 1` blocks after it on the chain are blocks the caller gives back.
+#[inline(always)]
+unsafe fn stretch_end(
+    g: &SpanGeometry,
+    head: *mut Block,
+    mut p: *mut Block,
+    mut left: usize,
+) -> (*mut Block, usize) {
+    let mut step = (p as usize).wrapping_sub(head as usize);
+    while left > 1 {
+        // SAFETY: `p` is one of the blocks to give back and not the last, so linked to
+        // the next of them.
+        let next = unsafe { (*p).next };
+        if !g.same_span(next as usize, head as usize) {
+            break;
+        }
+        let was = step;
+        step = (next as usize).wrapping_sub(p as usize);
+        p = next;
+        left -= 1;
+        if step == was {
+            let most = g.steps_within(p as usize, step).min(left - 1);
+            // SAFETY: by the caller, `left - 1` blocks to give back follow `p`.
+            let (end, k) = unsafe { follow_steps(p, step, most) };
+            p = end;
+            left -= k;
+        }
+    }
+    (p, left)
+}
+
+/// Follow the chain from `p` while each link is `step` bytes on from its block, at most
+/// `most` links: the block reached and the links followed. Each link read is that of a
+/// block already found on the chain; its address comes from the step, not from the load
+/// before, which is only compared with it.
+///
+/// # Safety
+/// `p` is followed on the chain by at least `most` blocks the caller holds.
+#[inline(always)]
+unsafe fn follow_steps(mut p: *mut Block, step: usize, most: usize) -> (*mut Block, usize) {
+    let mut k = 0;
+    while k < most {
+        let guess = p.wrapping_byte_add(step);
+        // SAFETY: `p` is on the chain with a block after it (`k < most`).
+        if unsafe { (*p).next } != guess {
+            break;
+        }
+        p = guess;
+        k += 1;
+    }
+    (p, k)
 }
 
 /// Consecutive blocks of a chain being flushed that lie in one span: linked to each other

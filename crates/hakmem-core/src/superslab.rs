@@ -345,6 +345,22 @@ impl SpanGeometry {
         (a ^ b) < self.align
     }
 
+    /// How many steps of `step` bytes (a wrapping difference: negative steps go down)
+    /// lead from `addr` to addresses in its span, at most: `step` is the distance between
+    /// two blocks of one span, so neither 0 nor as long as a span.
+    #[inline(always)]
+    pub fn steps_within(&self, addr: usize, step: usize) -> usize {
+        let start = self.start(addr);
+        let (room, stride) = if (step as isize) < 0 {
+            (addr - start, step.wrapping_neg())
+        } else {
+            (start + self.align - 1 - addr, step)
+        };
+        debug_assert!(stride != 0 && stride < self.align);
+        // A span is at most a superslab, so both fit 32 bits, whose division is faster.
+        (room as u32 / stride as u32) as usize
+    }
+
     /// The start of the span holding `addr`: spans start at a multiple of their
     /// alignment, a power of two at least their length, and never cross a superslab.
     #[inline(always)]
