@@ -346,8 +346,9 @@ impl SpanGeometry {
     }
 
     /// How many steps of `step` bytes (a wrapping difference: negative steps go down)
-    /// lead from `addr` to addresses in its span, at most: `step` is the distance between
-    /// two blocks of one span, so neither 0 nor as long as a span.
+    /// lead from `addr` to addresses in its span, at most. `step` is the distance between
+    /// two blocks of one span, so shorter than a span; 0 (a block linked to itself, which
+    /// only a program writing into a freed block makes) gives 0.
     #[inline(always)]
     pub fn steps_within(&self, addr: usize, step: usize) -> usize {
         let start = self.start(addr);
@@ -356,9 +357,9 @@ impl SpanGeometry {
         } else {
             (start + self.align - 1 - addr, step)
         };
-        debug_assert!(stride != 0 && stride < self.align);
+        debug_assert!(stride < self.align);
         // A span is at most a superslab, so both fit 32 bits, whose division is faster.
-        (room as u32 / stride as u32) as usize
+        (room as u32).checked_div(stride as u32).unwrap_or(0) as usize
     }
 
     /// The start of the span holding `addr`: spans start at a multiple of their
@@ -1082,6 +1083,7 @@ impl SlabMeta {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::size_class::class_of_size;
 
     #[test]
     fn spans_are_found_aligned() {
@@ -1105,6 +1107,31 @@ mod tests {
         assert_eq!(find_span(USABLE_SLABS, 5, 8), Some(8));
         // Only whole runs: the top slab is the last.
         assert_eq!(find_span(0x8000_0000_0000_0000, 2, 2), None);
+    }
+
+    #[test]
+    fn steps_stay_within_the_span() {
+        let c = class_of_size(48).unwrap();
+        assert_eq!(block_size(c), 48);
+        let g = SpanGeometry::of(c);
+        let align = SuperSlab::span_align_bytes(c);
+        let start = 7 * align;
+        let blocks = align / 48;
+        let last = start + (blocks - 1) * 48;
+        // Up from the first block: to the last one, and to the 16 bytes past it (which
+        // hold no block, so no link ever points there).
+        assert_eq!(g.steps_within(start, 48), (align - 1) / 48);
+        // Down from the last block, by one block a step and by two.
+        assert_eq!(g.steps_within(last, 48usize.wrapping_neg()), blocks - 1);
+        assert_eq!(
+            g.steps_within(last, 96usize.wrapping_neg()),
+            (blocks - 1) / 2
+        );
+        // None out of the span's ends.
+        assert_eq!(g.steps_within(start, 48usize.wrapping_neg()), 0);
+        assert_eq!(g.steps_within(start + align - 48, 48), 0);
+        // A block linked to itself has no step to take.
+        assert_eq!(g.steps_within(start + 480, 0), 0);
     }
 
     #[test]

@@ -1,9 +1,9 @@
 //! A thread cache's flush gives a chain back in stretches: consecutive blocks of one slab
 //! go onto its free list together (`heap::Stretch`). Blocks freed in allocation order,
 //! in reverse, every other one, at random, in runs and in swapped pairs, from several
-//! slabs, must leave every
-//! slab's count of blocks in use right: the counts add up while blocks are live, and
-//! every slab is released once all are freed and the cache is trimmed.
+//! slabs, must leave every slab's count of blocks in use right: the counts add up while
+//! blocks are live, and every slab is released once all are freed and the cache is
+//! trimmed.
 //!
 //! The counters are process-wide, so this binary holds one test: nothing else in the
 //! process allocates from hakmem while it measures (the harness uses the system
