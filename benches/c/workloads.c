@@ -561,6 +561,39 @@ static uint64_t large_written(uint64_t ops) {
     return ops;
 }
 
+/* A program in phases, round after round: 16 buffers of 1..4 MiB read in (every page
+ * written) and freed, then objects of 16..256 B built of as many bytes, and freed
+ * (phase_change in big.rs). One operation is one round of both phases. */
+static uint64_t phase_change(uint64_t ops) {
+    enum { BUFFERS = 16 };
+    rng_t rng = rng_new(24);
+    for (uint64_t done = 0; done < ops; done++) {
+        void *buffers[BUFFERS];
+        size_t bytes = 0;
+        for (size_t i = 0; i < BUFFERS; i++) {
+            size_t size = rng_between(&rng, MIB, 4 * (size_t)MIB);
+            buffers[i] = block_new(size);
+            write_pages(buffers[i], size);
+            bytes += size;
+        }
+        for (size_t i = 0; i < BUFFERS; i++) block_free(buffers[i]);
+        void **objects = NULL;
+        size_t n = 0, cap = 0;
+        for (size_t built = 0; built < bytes; n++) {
+            if (n == cap) {
+                cap = cap ? 2 * cap : 1024;
+                objects = realloc(objects, cap * sizeof *objects);
+                if (!objects) abort();
+            }
+            size_t size = rng_between(&rng, 16, 256);
+            objects[n] = block_new(size);
+            built += size;
+        }
+        free_slots(objects, n);
+    }
+    return ops;
+}
+
 /* Buffers grown by realloc to twice their size, 4 KiB to 64 MiB, each page written as the
  * growth adds it, then freed (buffer_doubling in big.rs); one operation is one doubling. */
 static uint64_t buffer_doubling(uint64_t ops) {
@@ -1056,6 +1089,7 @@ static const workload_t WORKLOADS[] = {
     { "c-big-buffers", 64, big_buffers },
     { "c-big-zeroed", 64, big_zeroed },
     { "c-large-written", 20000, large_written },
+    { "c-phase-change", 6, phase_change },
     { "c-buffer-doubling", 280, buffer_doubling },
     { "c-live-growth", 1000000, live_growth },
     { "c-tree", 1000000, tree },

@@ -54,6 +54,34 @@ pub fn big_zeroed(ops: u64) -> u64 {
     ops
 }
 
+/// A program in phases, round after round: 16 buffers of 1..4 MiB read in (every page
+/// written) and freed, then objects of 16..256 B built of as many bytes (what a parser
+/// makes of its input), and freed: the memory one phase gives back is what the next one
+/// needs, in blocks of the other kind. One operation is one round of both phases.
+pub fn phase_change(ops: u64) -> u64 {
+    const BUFFERS: usize = 16;
+    let mut rng = Rng::new(24);
+    for _ in 0..ops {
+        let buffers: Vec<Block> = (0..BUFFERS)
+            .map(|_| {
+                let mut buffer = Block::new(rng.between((MIB, 4 * MIB)));
+                buffer.write_pages();
+                buffer
+            })
+            .collect();
+        let bytes: usize = buffers.iter().map(Block::size).sum();
+        drop(buffers);
+        let mut objects = Vec::new();
+        let mut built = 0;
+        while built < bytes {
+            let size = rng.between((16, 256));
+            objects.push(Block::new(size));
+            built += size;
+        }
+    }
+    ops
+}
+
 /// Buffers grown by `realloc` to twice their size, 4 KiB to 64 MiB, each page written as
 /// the growth adds it, then freed, and the next one built: a vector filled by appends, a
 /// file or a response read whole into a buffer that grows. One operation is one doubling

@@ -154,6 +154,7 @@ pub const WORKLOADS: &[Workload] = &[
     Workload::bench("big-buffers", 64, Run::Once(big::big_buffers)),
     Workload::bench("big-zeroed", 64, Run::Once(big::big_zeroed)),
     Workload::bench("large-written", 20_000, Run::Once(big::large_written)),
+    Workload::bench("phase-change", 6, Run::Once(big::phase_change)),
     Workload::bench("buffer-doubling", 280, Run::Once(big::buffer_doubling)),
     Workload::bench(
         "live-growth",
