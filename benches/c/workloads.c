@@ -561,6 +561,8 @@ static uint64_t large_written(uint64_t ops) {
     return ops;
 }
 
+static void *grow(void *p, size_t *cap, size_t len, size_t size, size_t first);
+
 /* A program in phases, round after round: 16 buffers of 1..4 MiB read in (every page
  * written) and freed, then objects of 16..256 B built of as many bytes, and freed
  * (phase_change in big.rs). One operation is one round of both phases. */
@@ -580,11 +582,7 @@ static uint64_t phase_change(uint64_t ops) {
         void **objects = NULL;
         size_t n = 0, cap = 0;
         for (size_t built = 0; built < bytes; n++) {
-            if (n == cap) {
-                cap = cap ? 2 * cap : 1024;
-                objects = realloc(objects, cap * sizeof *objects);
-                if (!objects) abort();
-            }
+            objects = grow(objects, &cap, n, sizeof *objects, 1024);
             size_t size = rng_between(&rng, 16, 256);
             objects[n] = block_new(size);
             built += size;

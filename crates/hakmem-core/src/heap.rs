@@ -1298,9 +1298,10 @@ impl Heap {
 /// lie a fixed step apart on the chain. Following the links makes each load wait for the
 /// one before: in `perf record` of ten runs of `c-workloads c-half-freed` under
 /// `LD_PRELOAD` with `302d99b`'s build, which only followed them, 68 % of `Heap::flush`'s
-/// samples sat right after that load (`perf annotate`). Once two steps in a row are the same, the walk checks each link
-/// against the address the step predicts ([`follow_steps`]), so that the next load's
-/// address does not wait on this one and the loads overlap.
+/// samples sat right after that load (`perf annotate`). Once two steps in a row are the
+/// same, the walk checks each link against the address the step predicts
+/// ([`follow_steps`]), so that the next load's address does not wait on this one and the
+/// loads overlap.
 ///
 /// # Safety
 /// `p` and the `left - 1` blocks after it on the chain are blocks the caller gives back.
