@@ -1,15 +1,16 @@
 //! Transparent huge pages, which hakmem asks for in every profile (these tests run in the
-//! default, `fast`): over the whole mapping of a large block of 4 MiB or more, never over
-//! a smaller one, over superslabs of small blocks once their heap owns 8 MiB of
-//! superslabs (where it writes them densely: tests/sparse_small_blocks.rs), and over those
-//! of wide blocks taken for a block known to be written densely (zero-filled, or grown by
-//! `realloc`) once the heap has carved the profile's `wide_huge_pages_from` of spans for
-//! them (16 MiB; 32 in lean), however much the process maps. The kernel shows the advice
-//! as the `hg` flag of the mapping in `/proc/self/smaps`.
+//! default, `fast`): over the whole mapping of a large block of 4 MiB or more, over that
+//! of a smaller one only after a block the program wrote through, over superslabs of
+//! small blocks once their heap owns 8 MiB of superslabs (where it writes them densely:
+//! tests/sparse_small_blocks.rs), and over those of wide blocks taken for a block known to
+//! be written densely (zero-filled, or grown by `realloc`) once the heap has carved the
+//! profile's `wide_huge_pages_from` of spans for them (16 MiB; 32 in lean), however much
+//! the process maps. The kernel shows the advice as the `hg` flag of the mapping in
+//! `/proc/self/smaps`.
 //!
-//! A block under 4 MiB has no advice: the one whole 2 MiB stretch it can cover holds its
-//! header, so only `khugepaged` would ever make it a huge page, 2 MiB resident for a block
-//! the program may touch at its ends only.
+//! A block under 4 MiB that the program touches at its ends only would hold 2 MiB for each
+//! end in huge pages, so the advice waits for evidence: the last block given fresh memory
+//! mostly resident.
 
 use hakmem_core::{alloc, alloc_zeroed, free, realloc, set_profile, trim, Profile};
 use std::sync::{Mutex, MutexGuard};
@@ -31,25 +32,121 @@ fn alone() -> MutexGuard<'static, ()> {
     guard
 }
 
-/// A fresh 3 MiB block (under the 4 MiB that are advised whole).
-fn block_under_4_mib() -> (*mut u8, usize) {
-    let n = 3 * MIB;
+/// A fresh block of `n` bytes, under the 4 MiB that are advised whole.
+fn block_under_4_mib(n: usize) -> *mut u8 {
     let p = alloc(n, 16);
     assert!(!p.is_null());
-    (p, n)
+    p
+}
+
+/// A block of `n` bytes (under 4 MiB) touched at its ends only, freed when dropped: while
+/// it lives, the next block under 4 MiB mapped fresh is not advised (the evidence it goes
+/// by is the last one mapped fresh).
+struct TouchedAtItsEnds(*mut u8, usize);
+
+impl TouchedAtItsEnds {
+    fn new(n: usize) -> TouchedAtItsEnds {
+        let p = block_under_4_mib(n);
+        // SAFETY: inside the live block.
+        unsafe {
+            p.write_volatile(1);
+            p.add(n - 1).write_volatile(1);
+        }
+        TouchedAtItsEnds(p, n)
+    }
+
+    /// Write the block through, every page.
+    fn write_through(&self) {
+        for at in (0..self.1).step_by(4096) {
+            // SAFETY: inside the live block.
+            unsafe { self.0.add(at).write_volatile(1) };
+        }
+    }
+}
+
+impl Drop for TouchedAtItsEnds {
+    fn drop(&mut self) {
+        // SAFETY: a live block, given up.
+        unsafe { free(self.0) };
+    }
+}
+
+/// A fresh 3 MiB block not advised huge, and the block whose evidence made it so.
+fn unadvised_block_under_4_mib() -> ((*mut u8, usize), TouchedAtItsEnds) {
+    let ends = TouchedAtItsEnds::new(3 * MIB);
+    ((block_under_4_mib(3 * MIB), 3 * MIB), ends)
+}
+
+/// Whether the stretches of the block `[p, p + n)` (its first and its last byte) are
+/// advised: `None` where the advice cannot be seen.
+fn advice_of(p: *mut u8, n: usize) -> Option<(bool, bool)> {
+    let base = p as usize;
+    advice_visible().then(|| (advised_huge(base), advised_huge(base + n - 1)))
+}
+
+/// A fresh block of `n` bytes, after a fresh one of `first_n` that the program wrote
+/// through or touched at its ends (`through`): the advice of the second block's stretches.
+fn advice_after_a_block(first_n: usize, n: usize, through: bool) -> Option<(bool, bool)> {
+    // Both fresh: a cached extent would serve them, and blocks it serves are not evidence.
+    trim();
+    let first = TouchedAtItsEnds::new(first_n);
+    if through {
+        first.write_through();
+    }
+    let second = block_under_4_mib(n);
+    let advice = advice_of(second, n);
+    // SAFETY: a live block, given up.
+    unsafe { free(second) };
+    advice
 }
 
 #[test]
-fn blocks_under_4_mib_ask_for_no_huge_pages() {
+fn blocks_a_resize_makes_ask_for_no_huge_pages_under_4_mib() {
     let _alone = alone();
-    let (p, n) = block_under_4_mib();
-    let base = p as usize;
-    if advice_visible() {
-        assert!(!advised_huge(base), "the block's first stretch is advised");
-        assert!(!advised_huge(base + n - 1), "the block's tail is advised");
+    trim();
+    let first = TouchedAtItsEnds::new(3 * MIB);
+    first.write_through();
+    // Grown past 128 KiB (`GROW_LARGE_FROM`), a small block moves into a fresh mapping.
+    let p = alloc(64 * 1024, 16);
+    assert!(!p.is_null());
+    // SAFETY: a live block, given up for the larger one.
+    let q = unsafe { realloc(p, 64 * 1024, 16, 3 * MIB) };
+    assert!(!q.is_null());
+    if let Some((head, tail)) = advice_of(q, 3 * MIB) {
+        assert!(!head && !tail, "a block a resize made is advised");
     }
     // SAFETY: a live block, given up.
-    unsafe { free(p) };
+    unsafe { free(q) };
+}
+
+/// Pairs of sizes: plain blocks (a chunk of their own), and the low half of a new pair
+/// chunk after a plain block and before one.
+const SIZES: [(usize, usize); 3] = [
+    (3 * MIB, 3 * MIB),
+    (3 * MIB, 3 * MIB / 2),
+    (3 * MIB / 2, 3 * MIB),
+];
+
+#[test]
+fn blocks_under_4_mib_after_blocks_touched_at_their_ends_ask_for_no_huge_pages() {
+    let _alone = alone();
+    for (first_n, n) in SIZES {
+        if let Some((head, tail)) = advice_after_a_block(first_n, n, false) {
+            assert!(!head, "the first stretch of {n} bytes is advised");
+            assert!(!tail, "the tail of {n} bytes is advised");
+        }
+    }
+}
+
+#[test]
+fn blocks_under_4_mib_after_blocks_written_through_ask_for_huge_pages() {
+    let _alone = alone();
+    for (first_n, n) in SIZES {
+        if let Some((head, tail)) = advice_after_a_block(first_n, n, true) {
+            assert!(head, "the first stretch of {n} bytes is not advised");
+            assert!(tail, "the tail of {n} bytes is not advised");
+        }
+    }
 }
 
 #[test]
@@ -311,7 +408,7 @@ fn grow_without_a_copy(p: *mut u8, n: usize, hole: usize, new_n: usize) -> *mut 
 #[test]
 fn a_split_block_grows_without_a_copy_and_advised_as_its_new_size() {
     let _alone = alone();
-    let (p, n) = block_under_4_mib();
+    let ((p, n), _ends) = unadvised_block_under_4_mib();
     split_mapping(p, 2 * MIB);
     let hole = (p as usize + 2 * MIB + 256 * 1024) & !4095;
     write_all_but(p, n, hole);
@@ -331,7 +428,7 @@ fn a_split_block_grows_without_a_copy_and_advised_as_its_new_size() {
     // A fresh block shrunk to 600 KiB (its tail given back), split, grown to 1.5 MiB: a
     // move advised not huge (`nh`), the same for the whole range.
     trim();
-    let (p, n) = block_under_4_mib();
+    let ((p, n), _ends) = unadvised_block_under_4_mib();
     let small = 600 * 1024;
     // SAFETY: the live block, given up for the smaller one.
     let r = unsafe { realloc(p, n, 16, small) };
