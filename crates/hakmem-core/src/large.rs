@@ -292,12 +292,17 @@ impl LastFresh {
         self.len.store(len, Ordering::Relaxed);
     }
 
-    /// Whether at least half the pages of the last block noted are resident now.
+    /// Whether at least half the pages of the last block noted are resident now. Leaves
+    /// `errno` as it was: `mincore` refuses a range no longer mapped, and an allocation
+    /// that succeeds changes no `errno`.
     fn written_through(&self) -> bool {
         let start = self.start.load(Ordering::Relaxed) & !(PAGE_SIZE - 1);
         let len = self.len.load(Ordering::Relaxed);
         let pages = len / PAGE_SIZE;
-        pages != 0 && os::resident_pages(start, pages * PAGE_SIZE).is_some_and(|r| 2 * r >= pages)
+        let errno = os::errno();
+        let resident = os::resident_pages(start, pages * PAGE_SIZE);
+        os::set_errno(errno);
+        pages != 0 && resident.is_some_and(|r| 2 * r >= pages)
     }
 }
 
