@@ -175,12 +175,22 @@ fn large_block(size: usize, align: usize, resized: bool) -> (*mut u8, usize) {
     }
     // A miss gave the highest kept block to the cache, which wants the background return.
     retain::wake_if_wanted();
-    let got = large::alloc(size, align, resized);
+    let got = large::alloc(size, align, resized, spare_chunk);
     if !got.0.is_null() {
         return got;
     }
     thread_cache::trim::<Hooks>();
-    large::alloc(size, align, resized)
+    large::alloc(size, align, resized, spare_chunk)
+}
+
+/// [`large::Spare`]: an empty superslab's chunk, once the thread gave back the small
+/// blocks it caches, which may have kept superslabs from emptying
+/// ([`thread_cache::give_back_small`]).
+fn spare_chunk() -> Option<usize> {
+    pool::take_empty_chunk().or_else(|| {
+        thread_cache::give_back_small::<Hooks>();
+        pool::take_empty_chunk()
+    })
 }
 
 /// Free a block whose request `(size, align)` the caller still knows: the class comes

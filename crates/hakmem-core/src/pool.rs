@@ -2,9 +2,12 @@
 //! committed (so that a busy program almost never calls `mmap` or `munmap` or faults
 //! pages in again), within the budget of [`crate::retain`]; and *abandoned* ones, left
 //! with live blocks by threads that exited, for a live thread to adopt. Both lists sit
-//! behind spin locks that only slow paths take.
+//! behind spin locks that only slow paths take. Where the program writes its big buffers
+//! through, an empty superslab's chunk may serve a large block ([`take_empty_chunk`]),
+//! and a superslab may take a chunk of the cache of large extents ([`acquire`]).
 
 use crate::chunk_map::{self, CHUNK_SIZE};
+use crate::large;
 use crate::os;
 use crate::retain;
 use crate::slab_map;
@@ -117,8 +120,10 @@ static EMPTY: SpinLock<Stack> = SpinLock::new(Stack::new());
 /// room for a class adopts only superslabs that can give it.
 static ABANDONED: [SpinLock<Stack>; 2] = [SpinLock::new(Stack::new()), SpinLock::new(Stack::new())];
 
-/// An empty superslab owned by nobody, from the cache or freshly mapped; null when the
-/// OS refuses. `wide`: what it is wanted for ([`SuperSlab::holds_wide`]).
+/// An empty superslab owned by nobody, from the cache, from a chunk of the cache of large
+/// extents ([`large::take_chunk`]: where big buffers are written through), or freshly
+/// mapped; null when the OS refuses. `wide`: what it is wanted for
+/// ([`SuperSlab::holds_wide`]).
 ///
 /// From the cache, the one at the lowest address that held the same kind before, if any:
 /// its resident pages are where the new owner will carve the same kind of slabs, and
@@ -136,7 +141,6 @@ static ABANDONED: [SpinLock<Stack>; 2] = [SpinLock::new(Stack::new()), SpinLock:
 /// advised for them before its header is written, so that its first 2 MiB can be one
 /// too.
 pub fn acquire(wide: bool, huge: bool) -> *mut SuperSlab {
-    let mut advised = false;
     let cached = {
         let mut empty = EMPTY.lock();
         let same = empty.pop_lowest_where(|s| s.holds_wide() == wide);
@@ -146,10 +150,22 @@ pub fn acquire(wide: bool, huge: bool) -> *mut SuperSlab {
             same
         }
     };
-    if !cached.is_null() {
+    let (chunk, advised) = if !cached.is_null() {
         retain::sub(CHUNK_SIZE);
-    }
-    let chunk = if cached.is_null() {
+        (cached.cast(), false)
+    } else if let Some(base) = large::take_chunk() {
+        let p = base as *mut u8;
+        // SAFETY: the cached extent's chunk is ours alone, none of its bytes needed; the
+        // advice changes no byte. Its pages stay as the big buffer left them (resident,
+        // in huge pages where they were), now advised as the heap wants.
+        unsafe {
+            SuperSlab::clear_header(p);
+            os::advise_huge_pages(p, CHUNK_SIZE, huge);
+        }
+        // After the header is cleared: a chunk's bit says a header is there.
+        chunk_map::insert(base);
+        (p, huge)
+    } else {
         let p = os::map_aligned(CHUNK_SIZE, CHUNK_SIZE);
         if p.is_null() {
             return null_mut();
@@ -158,15 +174,36 @@ pub fn acquire(wide: bool, huge: bool) -> *mut SuperSlab {
         if huge {
             // SAFETY: the fresh chunk is ours.
             unsafe { os::advise_huge_pages(p, CHUNK_SIZE, true) };
-            advised = true;
         }
-        p
-    } else {
-        cached.cast()
+        (p, huge)
     };
     retain::observe();
     // SAFETY: the chunk is mapped, chunk aligned, and ours alone.
     unsafe { SuperSlab::init(chunk, advised) }
+}
+
+/// An empty superslab's chunk for a large block (`large::alloc`'s spare, [`large::Spare`]),
+/// the lowest, while the pool holds another: memory that small and medium blocks gave
+/// back, resident, serves a big buffer before a fresh mapping does. Its chunk bit stays
+/// set, its class map is the caller's to write.
+pub fn take_empty_chunk() -> Option<usize> {
+    let ss = {
+        let mut empty = EMPTY.lock();
+        if empty.len < 2 {
+            return None;
+        }
+        empty.pop_lowest_where(|_| true)
+    };
+    if ss.is_null() {
+        return None;
+    }
+    retain::sub(CHUNK_SIZE);
+    // SAFETY: taken off the list, unused, mapped.
+    let base = unsafe { (*ss).base() };
+    // Already clear (an empty superslab released every span); cleared again, as in
+    // `unmap`, since the chunk's bytes are a large block's now.
+    slab_map::clear_chunk(base, CHUNK_SIZE);
+    Some(base)
 }
 
 /// Take back an empty superslab: keep it for reuse, then give back the oldest kept ones

@@ -389,6 +389,18 @@ impl SuperSlab {
         self as *const _ as usize
     }
 
+    /// Zero the bytes of `chunk` that a superslab's header takes, so that
+    /// [`SuperSlab::init`] finds them as in a fresh mapping: the chunk was a large block's
+    /// (a cached extent's, `pool::acquire`), whose bytes are anything. Its huge-page advice
+    /// then reads as never given, so the caller gives the one it wants.
+    ///
+    /// # Safety
+    /// `chunk` is a chunk-aligned mapping of `CHUNK_SIZE` bytes that nobody else uses.
+    pub unsafe fn clear_header(chunk: *mut u8) {
+        // SAFETY: by the caller, the header's bytes are ours to write.
+        unsafe { core::ptr::write_bytes(chunk, 0, core::mem::size_of::<SuperSlab>()) };
+    }
+
     /// Lay out a fresh or recycled chunk as an empty superslab owned by nobody;
     /// `advised_huge`: the caller just asked for huge pages for the fresh mapping.
     ///
@@ -417,6 +429,12 @@ impl SuperSlab {
             }
             s.header.class_map[0].store(MAP_HEADER, Ordering::Relaxed);
             s.free_slabs.set(USABLE_SLABS);
+            // What `SlabMeta`'s invariant promises of metadata left as it was (a chunk
+            // that held anything else was cleared first: `clear_header`).
+            debug_assert!(s
+                .slabs
+                .iter()
+                .all(|m| m.remote.is_empty() && m.class.get().index() < NUM_CLASSES));
         }
         debug_assert_eq!(ss as usize >> CHUNK_SHIFT << CHUNK_SHIFT, ss as usize);
         ss

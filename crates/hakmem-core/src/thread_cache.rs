@@ -1178,24 +1178,54 @@ fn flush_all<H: ThreadHooks>() {
     }
     // SAFETY: our heap.
     let turn = unsafe { (*h).enter() };
-    // SAFETY: our heap, held (no other reference to the kept blocks lives).
+    // SAFETY: our cache and heap, held (no other reference to the kept blocks lives).
     unsafe {
         (*h).kept_large().release(false, os::now_ms);
-        empty_stash(tc, h);
         (*h).adopt_all();
-        (*h).empty_depot();
-    }
-    for c in Class::all() {
-        // SAFETY: the thread's own cache and heap.
-        unsafe { flush_newest(bin_of(tc, c), h, c, 0, Heap::flush) };
-    }
-    // SAFETY: our heap.
-    unsafe {
+        give_back_bins(tc, h, |_| true);
         (*h).collect_remote();
         (*h).decommit_all();
     }
     drop(turn);
     retain::wake_if_wanted();
+}
+
+/// Where a large block would take fresh memory with no empty superslab to take instead:
+/// give back the blocks of small classes that the thread caches (its bins, its stash, the
+/// depot) to their slabs, so that the superslabs they kept from emptying go to the pool.
+///
+/// A program in a phase of big buffers, whose small objects of the phase before were
+/// freed, has its thread's bins full of them, spread over superslabs that then stay out
+/// of reach; the bins of medium blocks, which a program mixing them with large ones
+/// cycles, stay as they are.
+pub fn give_back_small<H: ThreadHooks>() {
+    let tc = cache();
+    let h = heap::<H>(tc);
+    if h.is_null() {
+        return;
+    }
+    // SAFETY: our heap.
+    let turn = unsafe { (*h).enter() };
+    // SAFETY: our cache and heap, held.
+    unsafe { give_back_bins(tc, h, |c| !is_medium(c)) };
+    drop(turn);
+}
+
+/// Give the stash, the depot and the bins of the classes `which` picks back to their
+/// slabs.
+///
+/// # Safety
+/// `tc` is the calling thread's cache and `h` its heap, held.
+unsafe fn give_back_bins(tc: *mut ThreadCache, h: *mut Heap, which: impl Fn(Class) -> bool) {
+    // SAFETY: by the caller.
+    unsafe {
+        empty_stash(tc, h);
+        (*h).empty_depot();
+    }
+    for c in Class::all().filter(|&c| which(c)) {
+        // SAFETY: the thread's own cache and heap.
+        unsafe { flush_newest(bin_of(tc, c), h, c, 0, Heap::flush) };
+    }
 }
 
 #[cfg(test)]

@@ -163,15 +163,21 @@ fn a_thread_reuses_the_large_blocks_it_freed_and_gives_them_back() {
 
     // An upkeep (every 512 slow paths) that finds no kept block taken since the one
     // before gives them to the cache. Batches of small blocks refill and flush their bin
-    // again and again, thousands of slow paths.
-    let p = large(3 * MIB);
-    let cached = stats().cached_large;
-    free(p, 3 * MIB);
-    for _ in 0..4 {
-        let batch: Vec<*mut u8> = (0..50_000).map(|_| alloc(1000, 16)).collect();
+    // again and again, thousands of slow paths; small batches, one first, so that the
+    // superslabs the others take wait empty in the pool: a superslab wanted when none
+    // does is taken from the cache's chunks.
+    let small_batch = || {
+        let batch: Vec<*mut u8> = (0..5_000).map(|_| alloc(1000, 16)).collect();
         for q in batch {
             free(q, 1000);
         }
+    };
+    small_batch();
+    let p = large(3 * MIB);
+    let cached = stats().cached_large;
+    free(p, 3 * MIB);
+    for _ in 0..40 {
+        small_batch();
     }
     assert!(
         stats().cached_large >= cached + CHUNK_SIZE,
