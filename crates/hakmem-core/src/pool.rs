@@ -121,9 +121,14 @@ static EMPTY: SpinLock<Stack> = SpinLock::new(Stack::new());
 static ABANDONED: [SpinLock<Stack>; 2] = [SpinLock::new(Stack::new()), SpinLock::new(Stack::new())];
 
 /// An empty superslab owned by nobody, from the cache, from a chunk of the cache of large
-/// extents ([`large::take_chunk`]: where big buffers are written through), or freshly
-/// mapped; null when the OS refuses. `wide`: what it is wanted for
-/// ([`SuperSlab::holds_wide`]).
+/// extents ([`large::take_chunk`]: where big buffers are written through, for a heap that
+/// wants huge pages), or freshly mapped; null when the OS refuses. `wide`: what it is
+/// wanted for ([`SuperSlab::holds_wide`]).
+///
+/// A small heap (one that wants no huge pages yet) takes no cached chunk: its superslab
+/// holds little, and would keep the big buffer's resident pages (`c-big-buffers` in
+/// `balanced`, whose few small blocks took one: 110.1 MiB against 100.1, 1.25x the time
+/// as the cached extents the buffers needed were cut, 7 alternated runs).
 ///
 /// From the cache, the one at the lowest address that held the same kind before, if any:
 /// its resident pages are where the new owner will carve the same kind of slabs, and
@@ -153,18 +158,18 @@ pub fn acquire(wide: bool, huge: bool) -> *mut SuperSlab {
     let (chunk, advised) = if !cached.is_null() {
         retain::sub(CHUNK_SIZE);
         (cached.cast(), false)
-    } else if let Some(base) = large::take_chunk() {
+    } else if let Some(base) = huge.then(large::take_chunk).flatten() {
         let p = base as *mut u8;
         // SAFETY: the cached extent's chunk is ours alone, none of its bytes needed; the
         // advice changes no byte. Its pages stay as the big buffer left them (resident,
-        // in huge pages where they were), now advised as the heap wants.
+        // in huge pages where they were).
         unsafe {
             SuperSlab::clear_header(p);
-            os::advise_huge_pages(p, CHUNK_SIZE, huge);
+            os::advise_huge_pages(p, CHUNK_SIZE, true);
         }
         // After the header is cleared: a chunk's bit says a header is there.
         chunk_map::insert(base);
-        (p, huge)
+        (p, true)
     } else {
         let p = os::map_aligned(CHUNK_SIZE, CHUNK_SIZE);
         if p.is_null() {

@@ -3,9 +3,10 @@
 //! is mostly resident): a large block of a chunk or less that no cached extent holds
 //! takes the chunk of an empty superslab (`pool::take_empty_chunk`, once the thread gave
 //! back the small blocks it caches), and a superslab wanted when the pool has none takes a
-//! chunk of the cache of extents (`large::take_chunk`). Where the program touches its
-//! large blocks at their ends, neither: a chunk that changes kind keeps the pages the
-//! other kind had resident.
+//! chunk of the cache of extents (`large::take_chunk`) if its heap wants huge pages (a
+//! small heap's would keep a whole resident chunk for a few blocks). Where the program
+//! touches its large blocks at their ends, neither: a chunk that changes kind keeps the
+//! pages the other kind had resident.
 //!
 //! The pool, the cache and the evidence are process-wide: one test, its steps in turn.
 
@@ -82,6 +83,19 @@ fn free_to_the_cache(blocks: Vec<(usize, usize)>) {
     .expect("the freeing thread");
 }
 
+/// `n` small blocks on a thread of their own, in no chunk of `cached` (chunks of cached
+/// extents), which all stay in the cache.
+fn none_serves_small_blocks(n: usize, cached: HashSet<usize>) {
+    let bytes = stats().cached_large;
+    small_blocks_on_a_thread(n, move |chunks| {
+        assert!(
+            !cached.iter().any(|c| chunks.contains(c)),
+            "a cached chunk served a superslab"
+        );
+    });
+    assert_eq!(stats().cached_large, bytes, "a chunk left the cache");
+}
+
 /// A fresh 3 MiB block written through (`through`) or at its ends: the evidence the
 /// exchange goes by, until the next block given fresh memory.
 fn evidence(through: bool) -> (usize, usize) {
@@ -129,6 +143,17 @@ fn freed_memory_serves_the_other_kind_of_block_where_big_buffers_are_written_thr
     assert!(stats().cached_large < cached, "no chunk left the cache");
     free_to_the_cache(vec![written]);
 
+    // A small heap's superslab holds little and would keep a whole resident chunk: it
+    // takes none from the cache.
+    trim();
+    let written = evidence(true);
+    let large: Vec<(usize, usize)> = (0..3).map(|_| (block(3 * MIB, true), 3 * MIB)).collect();
+    let freed: HashSet<usize> = large.iter().map(|&(p, _)| chunk(p)).collect();
+    free_to_the_cache(large);
+    assert_eq!(stats().cached_superslabs, 0);
+    none_serves_small_blocks(100, freed);
+    free_to_the_cache(vec![written]);
+
     // The small blocks a thread caches keep superslabs from emptying until a large block
     // wants fresh memory: then they go back, and their superslabs serve it.
     trim();
@@ -166,13 +191,6 @@ fn freed_memory_serves_the_other_kind_of_block_where_big_buffers_are_written_thr
     let freed: HashSet<usize> = large.iter().map(|&(p, _)| chunk(p)).collect();
     let last = large[3];
     free_to_the_cache(large[..3].to_vec());
-    let cached = stats().cached_large;
-    small_blocks_on_a_thread(40_000, move |chunks| {
-        assert!(
-            !freed.iter().any(|c| chunks.contains(c)),
-            "a cached chunk served a superslab"
-        );
-    });
-    assert_eq!(stats().cached_large, cached, "a chunk left the cache");
+    none_serves_small_blocks(40_000, freed);
     free_to_the_cache(vec![last]);
 }
