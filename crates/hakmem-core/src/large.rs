@@ -270,12 +270,13 @@ impl Huge {
 /// Fresh memory is taken rarely (a cached extent serves a block when one fits: `c-large`
 /// makes 41 `mmap` calls in all for 300K blocks, `strace -c`), so the look costs one
 /// `mincore` of the middle MiB of the last block ([`LastFresh::WINDOW`]) where a fresh
-/// mapping costs an `mmap` and a fault per page written. Measured (`c-workloads` under `LD_PRELOAD`, after the harness's
-/// warm-up, 7-9 alternated runs against the build before): `c-phase-change` 0.90x the
-/// time (16,319 page faults in its 6 rounds down to 1,534; peak 106.4 MiB against 102.9,
-/// blocks rounded up to whole huge pages), `c-large-written` 0.90x-0.92x at the same peak,
-/// `c-large` and `c-realloc-xthread` unchanged (their blocks are touched at their ends
-/// or made by resizes).
+/// mapping costs an `mmap` and a fault per page written. Measured when the advice came,
+/// before memory changed kind by the same evidence ([`take_chunk`]; `c-workloads` under
+/// `LD_PRELOAD`, after the harness's warm-up, 7-9 alternated runs against the build
+/// before): `c-phase-change` 0.90x the time (16,319 page faults in its 6 rounds down to
+/// 1,534; peak 106.4 MiB against 102.9, blocks rounded up to whole huge pages),
+/// `c-large-written` 0.90x-0.92x at the same peak, `c-large` and `c-realloc-xthread`
+/// unchanged (their blocks are touched at their ends or made by resizes).
 ///
 /// Only a guess: the two words are stored and loaded apart and the block may be freed,
 /// reused or unmapped meanwhile. Sound whatever they hold, as `mincore` reads no byte of
@@ -298,9 +299,9 @@ impl LastFresh {
     }
 
     /// Whether at least half the pages in the middle of the last block noted
-    /// ([`LastFresh::window`]) are resident now. Leaves
-    /// `errno` as it was: `mincore` refuses a range no longer mapped, and an allocation
-    /// that succeeds changes no `errno`.
+    /// ([`LastFresh::window`]) are resident now. Leaves `errno` as it was: `mincore`
+    /// refuses a range no longer mapped, and an allocation that succeeds changes no
+    /// `errno`.
     fn written_through(&self) -> bool {
         let (start, len) = Self::window(
             self.start.load(Ordering::Relaxed),

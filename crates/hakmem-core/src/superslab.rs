@@ -392,7 +392,7 @@ impl SuperSlab {
     /// Zero the bytes of `chunk` that a superslab's header takes, so that
     /// [`SuperSlab::init`] finds them as in a fresh mapping: the chunk was a large block's
     /// (a cached extent's, `pool::acquire`), whose bytes are anything. Its huge-page advice
-    /// then reads as never given, so the caller gives the one it wants.
+    /// then reads as never given, so the caller says which it gave ([`SuperSlab::init`]).
     ///
     /// # Safety
     /// `chunk` is a chunk-aligned mapping of `CHUNK_SIZE` bytes that nobody else uses.
