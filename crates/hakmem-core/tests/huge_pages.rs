@@ -13,23 +13,27 @@
 //! mostly resident.
 
 use hakmem_core::{alloc, alloc_zeroed, free, realloc, set_profile, trim, Profile};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::Mutex;
 
 mod advice;
 use advice::{advice_visible, advised_huge, vm_flags};
 
 const MIB: usize = 1 << 20;
 
-/// One test at a time, each starting with the large cache empty: a block reused from an
-/// extent another test freed carries that extent's advice. The 9 MiB extent that
-/// `a_block_with_an_unadvised_tail_grows_without_a_copy` frees is advised whole, and the
-/// block of `large_blocks_ask_for_huge_pages_over_whole_stretches` taken from it had its
-/// tail advised: every time with `--test-threads=1`, once in CI.
-fn alone() -> MutexGuard<'static, ()> {
+/// Run `test` alone, each starting with the large cache and the pool of empty superslabs
+/// empty, on a thread of its own that has exited (its heap given back) before the next
+/// one starts. A block reused from an extent another test freed carries that extent's
+/// advice. A test run on the harness's thread gave its superslabs back when that thread
+/// exited, beside the next test: an empty superslab then served that test's first block,
+/// which, memory changing kind, is no evidence of what the program writes, and the advice
+/// went by an older block's (6 runs of this file in 30 failed, and CI once).
+fn alone(test: impl FnOnce() + Send + 'static) {
     static LOCK: Mutex<()> = Mutex::new(());
-    let guard = LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    let _guard = LOCK.lock().unwrap_or_else(|e| e.into_inner());
     trim();
-    guard
+    if let Err(panic) = std::thread::spawn(test).join() {
+        std::panic::resume_unwind(panic);
+    }
 }
 
 /// A fresh block of `n` bytes, under the 4 MiB that are advised whole.
@@ -102,21 +106,22 @@ fn advice_after_a_block(first_n: usize, n: usize, through: bool) -> Option<(bool
 
 #[test]
 fn blocks_a_resize_makes_ask_for_no_huge_pages_under_4_mib() {
-    let _alone = alone();
-    trim();
-    let first = TouchedAtItsEnds::new(3 * MIB);
-    first.write_through();
-    // Grown past 128 KiB (`GROW_LARGE_FROM`), a small block moves into a fresh mapping.
-    let p = alloc(64 * 1024, 16);
-    assert!(!p.is_null());
-    // SAFETY: a live block, given up for the larger one.
-    let q = unsafe { realloc(p, 64 * 1024, 16, 3 * MIB) };
-    assert!(!q.is_null());
-    if let Some((head, tail)) = advice_of(q, 3 * MIB) {
-        assert!(!head && !tail, "a block a resize made is advised");
-    }
-    // SAFETY: a live block, given up.
-    unsafe { free(q) };
+    alone(|| {
+        trim();
+        let first = TouchedAtItsEnds::new(3 * MIB);
+        first.write_through();
+        // Grown past 128 KiB (`GROW_LARGE_FROM`), a small block moves into a fresh mapping.
+        let p = alloc(64 * 1024, 16);
+        assert!(!p.is_null());
+        // SAFETY: a live block, given up for the larger one.
+        let q = unsafe { realloc(p, 64 * 1024, 16, 3 * MIB) };
+        assert!(!q.is_null());
+        if let Some((head, tail)) = advice_of(q, 3 * MIB) {
+            assert!(!head && !tail, "a block a resize made is advised");
+        }
+        // SAFETY: a live block, given up.
+        unsafe { free(q) };
+    });
 }
 
 /// Pairs of sizes: plain blocks (a chunk of their own), and the low half of a new pair
@@ -129,42 +134,45 @@ const SIZES: [(usize, usize); 3] = [
 
 #[test]
 fn blocks_under_4_mib_after_blocks_touched_at_their_ends_ask_for_no_huge_pages() {
-    let _alone = alone();
-    for (first_n, n) in SIZES {
-        if let Some((head, tail)) = advice_after_a_block(first_n, n, false) {
-            assert!(!head, "the first stretch of {n} bytes is advised");
-            assert!(!tail, "the tail of {n} bytes is advised");
+    alone(|| {
+        for (first_n, n) in SIZES {
+            if let Some((head, tail)) = advice_after_a_block(first_n, n, false) {
+                assert!(!head, "the first stretch of {n} bytes is advised");
+                assert!(!tail, "the tail of {n} bytes is advised");
+            }
         }
-    }
+    });
 }
 
 #[test]
 fn blocks_under_4_mib_after_blocks_written_through_ask_for_huge_pages() {
-    let _alone = alone();
-    for (first_n, n) in SIZES {
-        if let Some((head, tail)) = advice_after_a_block(first_n, n, true) {
-            assert!(head, "the first stretch of {n} bytes is not advised");
-            assert!(tail, "the tail of {n} bytes is not advised");
+    alone(|| {
+        for (first_n, n) in SIZES {
+            if let Some((head, tail)) = advice_after_a_block(first_n, n, true) {
+                assert!(head, "the first stretch of {n} bytes is not advised");
+                assert!(tail, "the tail of {n} bytes is not advised");
+            }
         }
-    }
+    });
 }
 
 #[test]
 fn big_blocks_ask_for_huge_pages_over_their_whole_mapping() {
-    let _alone = alone();
-    let n = 9 * MIB;
-    let p = alloc(n, 16);
-    assert!(!p.is_null());
-    let chunk = p as usize & !(hakmem_core::CHUNK_SIZE - 1);
-    if advice_visible() {
-        assert!(advised_huge(chunk), "the header's stretch is not advised");
-        assert!(
-            advised_huge(p as usize + n - 1),
-            "the block's tail is not advised"
-        );
-    }
-    // SAFETY: a live block, given up.
-    unsafe { free(p) };
+    alone(|| {
+        let n = 9 * MIB;
+        let p = alloc(n, 16);
+        assert!(!p.is_null());
+        let chunk = p as usize & !(hakmem_core::CHUNK_SIZE - 1);
+        if advice_visible() {
+            assert!(advised_huge(chunk), "the header's stretch is not advised");
+            assert!(
+                advised_huge(p as usize + n - 1),
+                "the block's tail is not advised"
+            );
+        }
+        // SAFETY: a live block, given up.
+        unsafe { free(p) };
+    });
 }
 
 /// 16 MiB of 64-byte blocks from this thread's heap: the last ones lie in a superslab it
@@ -177,27 +185,28 @@ fn a_large_heap() -> Vec<*mut u8> {
 
 #[test]
 fn superslabs_of_single_slabs_ask_for_huge_pages_once_the_heap_is_large() {
-    let _alone = alone();
-    let small = a_large_heap();
-    // 8 MiB of 40,000-byte blocks (spans of slabs): the last ones in a superslab of spans.
-    let spans: Vec<*mut u8> = (0..200).map(|_| alloc(40_000, 16)).collect();
-    assert!(spans.iter().all(|p| !p.is_null()));
-    if advice_visible() {
-        assert!(
-            advised_huge(*small.last().unwrap() as usize),
-            "a superslab of single slabs past 8 MiB is not advised"
-        );
-        assert!(
-            !advised_huge(*spans.last().unwrap() as usize),
-            "a superslab of spans is advised"
-        );
-    }
-    // SAFETY: live blocks, given up.
-    unsafe {
-        for p in small.into_iter().chain(spans) {
-            free(p);
+    alone(|| {
+        let small = a_large_heap();
+        // 8 MiB of 40,000-byte blocks (spans of slabs): the last ones in a superslab of spans.
+        let spans: Vec<*mut u8> = (0..200).map(|_| alloc(40_000, 16)).collect();
+        assert!(spans.iter().all(|p| !p.is_null()));
+        if advice_visible() {
+            assert!(
+                advised_huge(*small.last().unwrap() as usize),
+                "a superslab of single slabs past 8 MiB is not advised"
+            );
+            assert!(
+                !advised_huge(*spans.last().unwrap() as usize),
+                "a superslab of spans is advised"
+            );
         }
-    }
+        // SAFETY: live blocks, given up.
+        unsafe {
+            for p in small.into_iter().chain(spans) {
+                free(p);
+            }
+        }
+    });
 }
 
 /// How a test gets its wide blocks: what decides whether their superslabs are worth huge
@@ -234,52 +243,53 @@ fn wide_block(how: Wide) -> usize {
 /// plain allocations never, which a program may write in part only.
 #[test]
 fn superslabs_of_spans_ask_for_huge_pages_for_dense_blocks_once_the_heap_holds_enough_spans() {
-    let _alone = alone();
-    let visible = advice_visible();
-    // Blocks of 40,000 bytes, three to a span of 128 KiB: 1 MiB of spans for 24 blocks.
-    // The advice of the first and of the last block's superslab, where visible.
-    let spans_of = |mib: usize, how: Wide| {
-        std::thread::spawn(move || {
-            let spans: Vec<usize> = (0..mib * 24).map(|_| wide_block(how)).collect();
-            let advised = visible.then(|| {
-                let last = *spans.last().unwrap();
-                (advised_huge(spans[0]), advised_huge(last))
-            });
-            // SAFETY: live blocks, given up.
-            unsafe {
-                for p in spans {
-                    free(p as *mut u8);
+    alone(|| {
+        let visible = advice_visible();
+        // Blocks of 40,000 bytes, three to a span of 128 KiB: 1 MiB of spans for 24 blocks.
+        // The advice of the first and of the last block's superslab, where visible.
+        let spans_of = |mib: usize, how: Wide| {
+            std::thread::spawn(move || {
+                let spans: Vec<usize> = (0..mib * 24).map(|_| wide_block(how)).collect();
+                let advised = visible.then(|| {
+                    let last = *spans.last().unwrap();
+                    (advised_huge(spans[0]), advised_huge(last))
+                });
+                // SAFETY: live blocks, given up.
+                unsafe {
+                    for p in spans {
+                        free(p as *mut u8);
+                    }
+                }
+                trim(); // no superslab advised here goes on to the next heap
+                advised
+            })
+            .join()
+            .expect("the thread's checks")
+        };
+        let fast = [Wide::Plain, Wide::Zeroed, Wide::Grown].map(|how| spans_of(24, how));
+        let lean = {
+            /// Back to the default profile for the other tests, even if the thread panics.
+            struct Restore;
+            impl Drop for Restore {
+                fn drop(&mut self) {
+                    set_profile(Profile::Fast);
                 }
             }
-            trim(); // no superslab advised here goes on to the next heap
-            advised
-        })
-        .join()
-        .expect("the thread's checks")
-    };
-    let fast = [Wide::Plain, Wide::Zeroed, Wide::Grown].map(|how| spans_of(24, how));
-    let lean = {
-        /// Back to the default profile for the other tests, even if the thread panics.
-        struct Restore;
-        impl Drop for Restore {
-            fn drop(&mut self) {
-                set_profile(Profile::Fast);
-            }
-        }
-        let _restore = Restore;
-        set_profile(Profile::Lean);
-        spans_of(24, Wide::Zeroed)
-    };
-    assert_eq!(
-        fast,
-        [(false, false), (false, true), (false, true)].map(|a| visible.then_some(a)),
-        "fast: plain blocks get no advice; zero-filled and grown ones past 16 MiB of spans do"
-    );
-    assert_eq!(
-        lean,
-        visible.then_some((false, false)),
-        "lean: none below 32 MiB of spans"
-    );
+            let _restore = Restore;
+            set_profile(Profile::Lean);
+            spans_of(24, Wide::Zeroed)
+        };
+        assert_eq!(
+            fast,
+            [(false, false), (false, true), (false, true)].map(|a| visible.then_some(a)),
+            "fast: plain blocks get no advice; zero-filled and grown ones past 16 MiB of spans do"
+        );
+        assert_eq!(
+            lean,
+            visible.then_some((false, false)),
+            "lean: none below 32 MiB of spans"
+        );
+    });
 }
 
 /// A small heap asks for no huge pages however much the process maps: counted over all of
@@ -287,31 +297,32 @@ fn superslabs_of_spans_ask_for_huge_pages_for_dense_blocks_once_the_heap_holds_e
 /// first slabs of each of its threads.
 #[test]
 fn a_small_heap_asks_for_no_huge_pages_in_a_large_process() {
-    let _alone = alone();
-    let big = alloc(40 * MIB, 16);
-    assert!(!big.is_null());
-    std::thread::spawn(|| {
-        let blocks: Vec<*mut u8> = (0..1000).map(|_| alloc(64, 16)).collect();
-        assert!(blocks.iter().all(|p| !p.is_null()));
-        if advice_visible() {
-            for p in [blocks[0], blocks[999]] {
-                assert!(
-                    !advised_huge(p as usize),
-                    "a small heap's superslab is advised"
-                );
+    alone(|| {
+        let big = alloc(40 * MIB, 16);
+        assert!(!big.is_null());
+        std::thread::spawn(|| {
+            let blocks: Vec<*mut u8> = (0..1000).map(|_| alloc(64, 16)).collect();
+            assert!(blocks.iter().all(|p| !p.is_null()));
+            if advice_visible() {
+                for p in [blocks[0], blocks[999]] {
+                    assert!(
+                        !advised_huge(p as usize),
+                        "a small heap's superslab is advised"
+                    );
+                }
             }
-        }
-        // SAFETY: live blocks, given up.
-        unsafe {
-            for p in blocks {
-                free(p);
+            // SAFETY: live blocks, given up.
+            unsafe {
+                for p in blocks {
+                    free(p);
+                }
             }
-        }
-    })
-    .join()
-    .expect("the thread's checks");
-    // SAFETY: a live block, given up.
-    unsafe { free(big) };
+        })
+        .join()
+        .expect("the thread's checks");
+        // SAFETY: a live block, given up.
+        unsafe { free(big) };
+    });
 }
 
 /// A superslab whose free slabs were given back asks for huge pages no longer:
@@ -319,31 +330,32 @@ fn a_small_heap_asks_for_no_huge_pages_in_a_large_process() {
 /// whole again.
 #[test]
 fn a_superslab_whose_free_slabs_were_given_back_asks_for_huge_pages_no_longer() {
-    let _alone = alone();
-    let small = a_large_heap();
-    let (&last, rest) = small.split_last().unwrap();
-    if advice_visible() {
-        assert!(
-            advised_huge(last as usize),
-            "the superslab was never advised"
-        );
-    }
-    // SAFETY: live blocks, given up (all but the last).
-    unsafe {
-        for &p in rest {
-            free(p);
+    alone(|| {
+        let small = a_large_heap();
+        let (&last, rest) = small.split_last().unwrap();
+        if advice_visible() {
+            assert!(
+                advised_huge(last as usize),
+                "the superslab was never advised"
+            );
         }
-    }
-    // Gives the free slabs of this thread's superslabs back (`decommit_all`).
-    trim();
-    if advice_visible() {
-        assert!(
-            !advised_huge(last as usize),
-            "a superslab with slabs given back is still advised"
-        );
-    }
-    // SAFETY: a live block, given up.
-    unsafe { free(last) };
+        // SAFETY: live blocks, given up (all but the last).
+        unsafe {
+            for &p in rest {
+                free(p);
+            }
+        }
+        // Gives the free slabs of this thread's superslabs back (`decommit_all`).
+        trim();
+        if advice_visible() {
+            assert!(
+                !advised_huge(last as usize),
+                "a superslab with slabs given back is still advised"
+            );
+        }
+        // SAFETY: a live block, given up.
+        unsafe { free(last) };
+    });
 }
 
 /// Whether the page holding `addr` is resident (`mincore`).
@@ -407,44 +419,45 @@ fn grow_without_a_copy(p: *mut u8, n: usize, hole: usize, new_n: usize) -> *mut 
 /// the new size would be.
 #[test]
 fn a_split_block_grows_without_a_copy_and_advised_as_its_new_size() {
-    let _alone = alone();
-    let ((p, n), _ends) = unadvised_block_under_4_mib();
-    split_mapping(p, 2 * MIB);
-    let hole = (p as usize + 2 * MIB + 256 * 1024) & !4095;
-    write_all_but(p, n, hole);
-    if advice_visible() {
-        assert!(advised_huge(p as usize) && !advised_huge(hole), "no split");
-    }
-    // To 9 MiB, past the 4 MiB chunk the block was given: a move, advised huge.
-    let q = grow_without_a_copy(p, n, hole, 3 * n);
-    if advice_visible() {
-        assert!(
-            advised_huge(q as usize),
-            "a block grown to 9 MiB is not advised"
-        );
-    }
-    // SAFETY: a live block, given up.
-    unsafe { free(q) };
-    // A fresh block shrunk to 600 KiB (its tail given back), split, grown to 1.5 MiB: a
-    // move advised not huge (`nh`), the same for the whole range.
-    trim();
-    let ((p, n), _ends) = unadvised_block_under_4_mib();
-    let small = 600 * 1024;
-    // SAFETY: the live block, given up for the smaller one.
-    let r = unsafe { realloc(p, n, 16, small) };
-    assert_eq!(r, p, "a shrink moved the block");
-    split_mapping(r, 256 * 1024);
-    let hole = (r as usize + 400 * 1024) & !4095;
-    write_all_but(r, small, hole);
-    let s = grow_without_a_copy(r, small, hole, 3 * MIB / 2);
-    if advice_visible() {
-        let flags = vm_flags(s as usize);
-        assert!(
-            flags.split_whitespace().any(|f| f == "nh") && !advised_huge(s as usize),
-            "a block grown to 1.5 MiB is advised huge: {flags}"
-        );
-        assert_eq!(vm_flags(s as usize + MIB), flags, "still split");
-    }
-    // SAFETY: a live block, given up.
-    unsafe { free(s) };
+    alone(|| {
+        let ((p, n), _ends) = unadvised_block_under_4_mib();
+        split_mapping(p, 2 * MIB);
+        let hole = (p as usize + 2 * MIB + 256 * 1024) & !4095;
+        write_all_but(p, n, hole);
+        if advice_visible() {
+            assert!(advised_huge(p as usize) && !advised_huge(hole), "no split");
+        }
+        // To 9 MiB, past the 4 MiB chunk the block was given: a move, advised huge.
+        let q = grow_without_a_copy(p, n, hole, 3 * n);
+        if advice_visible() {
+            assert!(
+                advised_huge(q as usize),
+                "a block grown to 9 MiB is not advised"
+            );
+        }
+        // SAFETY: a live block, given up.
+        unsafe { free(q) };
+        // A fresh block shrunk to 600 KiB (its tail given back), split, grown to 1.5 MiB: a
+        // move advised not huge (`nh`), the same for the whole range.
+        trim();
+        let ((p, n), _ends) = unadvised_block_under_4_mib();
+        let small = 600 * 1024;
+        // SAFETY: the live block, given up for the smaller one.
+        let r = unsafe { realloc(p, n, 16, small) };
+        assert_eq!(r, p, "a shrink moved the block");
+        split_mapping(r, 256 * 1024);
+        let hole = (r as usize + 400 * 1024) & !4095;
+        write_all_but(r, small, hole);
+        let s = grow_without_a_copy(r, small, hole, 3 * MIB / 2);
+        if advice_visible() {
+            let flags = vm_flags(s as usize);
+            assert!(
+                flags.split_whitespace().any(|f| f == "nh") && !advised_huge(s as usize),
+                "a block grown to 1.5 MiB is advised huge: {flags}"
+            );
+            assert_eq!(vm_flags(s as usize + MIB), flags, "still split");
+        }
+        // SAFETY: a live block, given up.
+        unsafe { free(s) };
+    });
 }
