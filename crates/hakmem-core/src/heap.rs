@@ -651,8 +651,12 @@ impl Heap {
     }
 
     /// Drain the remote lists flagged in our superslabs, the first `most` of them (the
-    /// latest linked); true if any block came home.
+    /// latest linked); true if any block came home. None is flagged until a thread first
+    /// gives a block back to a slab it does not own ([`SuperSlab::any_pending`]).
     fn collect_pending(&self, most: usize) -> bool {
+        if !SuperSlab::any_pending() {
+            return false;
+        }
         let mut found = false;
         let mut ss = self.owned.get();
         for _ in 0..most {

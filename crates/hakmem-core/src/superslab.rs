@@ -33,7 +33,7 @@ use crate::size_class::{
     NUM_CLASSES, SLAB_SHIFT, SLAB_SIZE,
 };
 use crate::slab_map;
-use crate::sync::{AtomicU64, AtomicUsize, Ordering};
+use crate::sync::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use core::cell::Cell;
 use core::ptr::null_mut;
 
@@ -758,6 +758,9 @@ impl SuperSlab {
     /// handed-out blocks, linked through their first words, which the caller gives up.
     #[inline]
     pub unsafe fn push_remote(&self, meta: &SlabMeta, first: *mut Block, last: *mut Block, n: u32) {
+        if !REMOTE_FREES.load(Ordering::Relaxed) {
+            REMOTE_FREES.store(true, Ordering::Relaxed);
+        }
         let bit = 1u64 << self.index_of(meta);
         if self.remote_pending.load(Ordering::Relaxed) & bit == 0 {
             self.remote_pending.fetch_or(bit, Ordering::Release);
@@ -765,6 +768,12 @@ impl SuperSlab {
         // SAFETY: by the caller, the chain is linked and ours to give, and its blocks lie
         // in this superslab, past its header: within `REACH` of its base.
         unsafe { meta.remote.push_chain(meta.chunk_base(), first, last, n) };
+    }
+
+    /// Whether any superslab may have a pending bit: whether any thread ever gave a block
+    /// back to a slab it does not own ([`REMOTE_FREES`]).
+    pub fn any_pending() -> bool {
+        REMOTE_FREES.load(Ordering::Relaxed)
     }
 
     /// Set the pending bits `bits` again (see the remote-free protocol on [`SlabMeta`]).
@@ -788,6 +797,17 @@ impl SuperSlab {
         self.remote_pending.swap(0, Ordering::Acquire)
     }
 }
+
+/// Set by the first [`SuperSlab::push_remote`] in the process, never cleared: until then
+/// no superslab has a pending bit, so an owner has no block of another thread's to look
+/// for ([`SuperSlab::any_pending`]). A heap whose refill finds no partial slab looks
+/// through every superslab it owns for such blocks before it carves a new slab (the
+/// headers' lines, one per superslab); a single-threaded program never needs to. Without
+/// the flag: 2.3 % more instructions in `c-batch-fwd`, 1.7 % in `c-live-growth`, 1.1 % in
+/// `c-batch-rand`, 0.6 % in `c-half-freed` (callgrind, 300K operations). Relaxed: an owner
+/// that reads it clear while the first push is under way looks later, as it would had
+/// the push come a moment later.
+static REMOTE_FREES: AtomicBool = AtomicBool::new(false);
 
 /// The index in its superslab of the slab starting at `start` (any address in the slab
 /// will do), in bounds of the slab tables.
