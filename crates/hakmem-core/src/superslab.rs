@@ -79,6 +79,9 @@ pub const USABLE_SLABS: u64 = !1;
 ///   a pusher may be between its step 1 and its step 2.
 /// - Only the owner removes from `remote`, all at once, so the list has no ABA problem
 ///   (see [`RemoteFreeList`]).
+///
+/// Before both steps, the process's first push sets [`REMOTE_FREES`], which tells owners
+/// that pending bits may exist at all: a hint for where to look, no part of the above.
 #[repr(C)]
 pub struct SlabMeta {
     /// Blocks given back by the owner in dense stretches ([`SlabMeta::put_stretch`]) and
