@@ -107,7 +107,6 @@ fn advice_after_a_block(first_n: usize, n: usize, through: bool) -> Option<(bool
 #[test]
 fn blocks_a_resize_makes_ask_for_no_huge_pages_under_4_mib() {
     alone(|| {
-        trim();
         let first = TouchedAtItsEnds::new(3 * MIB);
         first.write_through();
         // Grown past 128 KiB (`GROW_LARGE_FROM`), a small block moves into a fresh mapping.
