@@ -728,7 +728,10 @@ impl Heap {
                 return meta;
             }
         }
-        let fresh = pool::acquire(is_wide_class(c), self.huge_pages_for(c, fill));
+        // Decided before the header's first write, counting the superslab taken (as `carve`
+        // will, once it is owned): advised after, its first 2 MiB could not be a huge page.
+        let huge = self.huge_pages_for(c, fill, self.owned_count.get() + 1);
+        let fresh = pool::acquire(is_wide_class(c), huge);
         if fresh.is_null() {
             // The OS refuses memory: whatever free slabs we have.
             return self.carve_owned(c, Borrow::Any, fill);
@@ -798,9 +801,10 @@ impl Heap {
 
     /// Whether the superslab this heap takes for a block of class `c` that the caller
     /// will write as `fill` says asks for huge pages: one of small blocks once the heap
-    /// owns enough superslabs ([`crate::superslab::huge_pages_pay`]), one of wide blocks
-    /// when the block is known to be written densely ([`Fill::Dense`]) and the heap has
-    /// carved enough spans of wide blocks ([`crate::superslab::wide_huge_pages_pay`]).
+    /// owns enough superslabs, `owned` with that one ([`crate::superslab::huge_pages_pay`]),
+    /// one of wide blocks when the block is known to be written densely ([`Fill::Dense`])
+    /// and the heap has carved enough spans of wide blocks
+    /// ([`crate::superslab::wide_huge_pages_pay`]).
     ///
     /// A huge page is resident whole from its first write. Small blocks fill their slabs
     /// densely, wide ones only as the program writes them: a server's receive buffers of
@@ -812,10 +816,9 @@ impl Heap {
     /// its bytes into, or a zero-filled one, is written densely: a thousand strings grown
     /// by appends (`c-string-builders`), whose wide blocks all come from `realloc`, took
     /// 1.25x their time with no huge pages for wide blocks at all (7 runs), 1.00x this way.
-    fn huge_pages_for(&self, c: Class, fill: Fill) -> bool {
+    fn huge_pages_for(&self, c: Class, fill: Fill, owned: usize) -> bool {
         if !is_wide_class(c) {
-            return crate::superslab::huge_pages_pay(self.owned_count.get())
-                && self.small_blocks_dense();
+            return crate::superslab::huge_pages_pay(owned) && self.small_blocks_dense();
         }
         if fill != Fill::Dense {
             return false;
@@ -881,7 +884,7 @@ impl Heap {
     /// We own `s`.
     unsafe fn carve(&self, s: &SuperSlab, c: Class, borrow: Borrow, fill: Fill) -> *mut SlabMeta {
         let empty = s.is_empty();
-        let huge = empty && self.huge_pages_for(c, fill);
+        let huge = empty && self.huge_pages_for(c, fill, self.owned_count.get());
         // SAFETY: by the caller.
         let meta = unsafe { s.carve_slab(c, huge, borrow) };
         if !meta.is_null() {

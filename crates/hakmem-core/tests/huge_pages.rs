@@ -2,7 +2,8 @@
 //! default, `fast`): over the whole mapping of a large block of 4 MiB or more, over that
 //! of a smaller one only after a block the program wrote through, over superslabs of
 //! small blocks once their heap owns 8 MiB of superslabs (where it writes them densely:
-//! tests/sparse_small_blocks.rs), and over those of wide blocks taken for a block known to
+//! tests/sparse_small_blocks.rs; before their header is written:
+//! tests/huge_first_stretch.rs), and over those of wide blocks taken for a block known to
 //! be written densely (zero-filled, or grown by `realloc`) once the heap has carved the
 //! profile's `wide_huge_pages_from` of spans for them (16 MiB; 32 in lean), however much
 //! the process maps. The kernel shows the advice as the `hg` flag of the mapping in

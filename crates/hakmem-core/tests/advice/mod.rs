@@ -2,6 +2,11 @@
 
 /// The `VmFlags` of the mapping of `/proc/self/smaps` that holds `addr`.
 pub fn vm_flags(addr: usize) -> String {
+    smaps_field(addr, "VmFlags:")
+}
+
+/// What follows `field` in the entry of `/proc/self/smaps` for the mapping holding `addr`.
+pub fn smaps_field(addr: usize, field: &str) -> String {
     let smaps = std::fs::read_to_string("/proc/self/smaps").expect("/proc/self/smaps");
     let mut inside = false;
     for line in smaps.lines() {
@@ -14,12 +19,12 @@ pub fn vm_flags(addr: usize) -> String {
             }
         }
         if inside {
-            if let Some(flags) = line.strip_prefix("VmFlags:") {
-                return flags.to_string();
+            if let Some(value) = line.strip_prefix(field) {
+                return value.to_string();
             }
         }
     }
-    panic!("no mapping holds {addr:#x}");
+    panic!("no mapping holds {addr:#x} or it shows no {field}");
 }
 
 /// Whether the advice can be seen here. A kernel built without transparent huge pages
