@@ -5,7 +5,7 @@
  *
  *   c-workloads --list              "workload NAME DEFAULT_OPS" per line
  *   c-workloads --which-malloc      "malloc_from=PATH": the library malloc resolved to
- *   c-workloads NAME [OPS]          "RESULT workload=NAME ops=... secs=... peak_rss_kb=..."
+ *   c-workloads NAME [OPS]          "RESULT workload=NAME ops=... secs=... peak_rss_kb=... ..."
  *
  * Build: gcc -O2 -pthread -o c-workloads workloads.c -lm
  */
@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 
 #include "which_malloc.h"
@@ -1125,13 +1126,25 @@ static long peak_rss_kb(void) {
     return kb;
 }
 
+static double tv_secs(struct timeval t) { return (double)t.tv_sec + (double)t.tv_usec * 1e-6; }
+
+/* The timed part's CPU time and minor page faults go on the RESULT line with its time, as
+ * the Rust binaries' do (benches/src/usage.rs): a slow run with the usual faults and its
+ * extra time in the kernel waited on the memory it faulted in. */
 static int run(const workload_t *w, uint64_t ops) {
     w->run(ops / WARM_UP_DIVISOR ? ops / WARM_UP_DIVISOR : 1);
+    struct rusage before, after;
+    getrusage(RUSAGE_SELF, &before);
     double start = now_secs();
     uint64_t done = w->run(ops);
     double secs = now_secs() - start;
-    printf("RESULT workload=%s ops=%llu secs=%.9f peak_rss_kb=%ld\n", w->name,
-           (unsigned long long)done, secs, peak_rss_kb());
+    getrusage(RUSAGE_SELF, &after);
+    printf("RESULT workload=%s ops=%llu secs=%.9f peak_rss_kb=%ld user_secs=%.6f sys_secs=%.6f "
+           "minor_faults=%ld\n",
+           w->name, (unsigned long long)done, secs, peak_rss_kb(),
+           tv_secs(after.ru_utime) - tv_secs(before.ru_utime),
+           tv_secs(after.ru_stime) - tv_secs(before.ru_stime),
+           after.ru_minflt - before.ru_minflt);
     return 0;
 }
 

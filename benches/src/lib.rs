@@ -7,11 +7,13 @@
 //!
 //! ```text
 //! bench-system --list                  # "workload NAME DEFAULT_OPS" per line
-//! bench-system random-mixed [OPS]      # RESULT workload=random-mixed ops=... secs=... peak_rss_kb=...
+//! bench-system random-mixed [OPS]      # RESULT workload=random-mixed ops=... secs=... ...
 //! ```
 //!
 //! or keeps one going for a while and reports it in epochs (`bench-system soak ...`, see
-//! [`soak`]) for `cargo xtask soak`.
+//! [`soak`]) for `cargo xtask soak`. The `RESULT` line's `secs`, `user_secs`, `sys_secs`
+//! and `minor_faults` are those of the timed part alone (`usage.rs`), after an untimed
+//! warm-up.
 //!
 //! `bench-hakmem WORKLOAD [OPS] --residency` adds a `RESIDENCY` line: where hakmem's
 //! resident memory was (superslabs, large blocks, pair chunks, cached extents) at the
@@ -27,6 +29,7 @@ mod procfs;
 mod residency;
 mod rng;
 pub mod soak;
+mod usage;
 mod workloads;
 
 use std::time::Instant;
@@ -36,6 +39,7 @@ use procfs::peak_rss_kb;
 pub use residency::Census;
 use residency::Sampler;
 pub use rng::Rng;
+use usage::Usage;
 pub use workloads::{Mark, Session, Setup, Workload, WORKLOADS};
 
 /// What a binary's allocator offers beyond allocating.
@@ -102,21 +106,27 @@ fn run(name: &str, ops: Option<u64>, hooks: Hooks, residency: bool) {
     w.run_once((ops / WARM_UP_DIVISOR).max(1));
     let calls_before = os_calls.map(|f| f());
     let sampler = census.map(Sampler::start);
+    let usage = Usage::now();
     let start = Instant::now();
     let done = w.run_once(ops);
     let secs = start.elapsed().as_secs_f64();
+    let usage = Usage::now().since(usage);
     let calls = os_calls.zip(calls_before).map(|(f, before)| f() - before);
-    report(w.name, done, secs, calls);
+    report(w.name, done, secs, usage, calls);
     if let Some(sampler) = sampler {
         println!("{}", sampler.finish());
     }
 }
 
 /// Print the result line that `cargo xtask bench` reads.
-fn report(name: &str, ops: u64, secs: f64, os_calls: Option<usize>) {
+fn report(name: &str, ops: u64, secs: f64, usage: Usage, os_calls: Option<usize>) {
     let mut line = format!(
-        "RESULT workload={name} ops={ops} secs={secs:.9} peak_rss_kb={}",
-        peak_rss_kb()
+        "RESULT workload={name} ops={ops} secs={secs:.9} peak_rss_kb={} user_secs={:.6} \
+         sys_secs={:.6} minor_faults={}",
+        peak_rss_kb(),
+        usage.user.as_secs_f64(),
+        usage.system.as_secs_f64(),
+        usage.minor_faults
     );
     if let Some(calls) = os_calls {
         line += &format!(" os_calls={calls}");
