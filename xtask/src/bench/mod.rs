@@ -14,6 +14,7 @@ mod plan;
 pub mod preload;
 mod report;
 mod run;
+mod slow;
 mod summary;
 pub mod warm;
 

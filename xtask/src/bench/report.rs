@@ -36,6 +36,11 @@ pub fn print_table(summaries: &[Summary], notes: &[String]) {
         println!("hakmem's median time / the baseline's (hakmem at --baseline), per workload:");
         println!("{}", hakmem_vs_baseline(summaries));
     }
+    let slow = super::slow::table(summaries);
+    if !slow.is_empty() {
+        println!("runs over twice their row's fastest, and where their time went:");
+        println!("{slow}");
+    }
     for note in notes {
         println!("note: {note}");
     }

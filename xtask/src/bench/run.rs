@@ -23,6 +23,11 @@ pub struct Sample {
     pub peak_rss_kb: u64,
     /// OS calls after warm-up (hakmem's Rust binary only).
     pub os_calls: Option<u64>,
+    /// CPU time of the timed part, in user space and in the kernel, and its minor page
+    /// faults (absent from binaries built before they were printed: `--baseline`).
+    pub user_secs: Option<f64>,
+    pub sys_secs: Option<f64>,
+    pub minor_faults: Option<u64>,
 }
 
 impl Sample {
@@ -132,7 +137,8 @@ fn wait(child: &mut Child, timeout: Duration) -> Result<ExitStatus, String> {
     }
 }
 
-/// `RESULT workload=NAME ops=N secs=S peak_rss_kb=K [os_calls=C]`.
+/// `RESULT workload=NAME ops=N secs=S peak_rss_kb=K [user_secs=U sys_secs=Y
+/// minor_faults=F] [os_calls=C]`.
 fn parse_result(stdout: &str) -> Option<Sample> {
     let line = stdout.lines().find_map(|l| l.strip_prefix("RESULT "))?;
     let fields = fields(line);
@@ -141,6 +147,9 @@ fn parse_result(stdout: &str) -> Option<Sample> {
         secs: fields.get("secs")?.parse().ok()?,
         peak_rss_kb: fields.get("peak_rss_kb")?.parse().ok()?,
         os_calls: fields.get("os_calls").and_then(|c| c.parse().ok()),
+        user_secs: fields.get("user_secs").and_then(|c| c.parse().ok()),
+        sys_secs: fields.get("sys_secs").and_then(|c| c.parse().ok()),
+        minor_faults: fields.get("minor_faults").and_then(|c| c.parse().ok()),
     })
 }
 
@@ -150,13 +159,20 @@ mod tests {
 
     #[test]
     fn reads_the_result_line() {
-        let out = "warming up\nRESULT workload=x ops=1000 secs=0.5 peak_rss_kb=2048 os_calls=3\n";
+        let out = "warming up\nRESULT workload=x ops=1000 secs=0.5 peak_rss_kb=2048 \
+                   user_secs=0.25 sys_secs=0.125 minor_faults=152 os_calls=3\n";
         let s = parse_result(out).expect("parsed");
         assert_eq!((s.ops, s.peak_rss_kb, s.os_calls), (1000, 2048, Some(3)));
+        assert_eq!((s.user_secs, s.sys_secs), (Some(0.25), Some(0.125)));
+        assert_eq!(s.minor_faults, Some(152));
         assert_eq!(s.ops_per_sec(), 2000.0);
         let without_calls =
             parse_result("RESULT workload=x ops=1 secs=1 peak_rss_kb=1").expect("parsed");
         assert_eq!(without_calls.os_calls, None);
+        assert_eq!(
+            (without_calls.sys_secs, without_calls.minor_faults),
+            (None, None)
+        );
         assert!(parse_result("RESULT workload=x ops=1").is_none());
     }
 }
