@@ -104,7 +104,7 @@ mod tests {
     }
 
     #[test]
-    fn nothing_when_no_run_is_slow_or_the_fields_are_missing() {
+    fn nothing_when_no_run_is_slow_and_dashes_for_missing_fields() {
         assert_eq!(
             table(&[summary(vec![sample(0.1, None), sample(0.15, None)])]),
             ""
