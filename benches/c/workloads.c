@@ -284,7 +284,7 @@ static uint64_t fixed_size(uint64_t ops) {
 
 /* ---- larson: replace blocks of 10..1000 B, pass the arrays on to the next thread ---- */
 
-enum { LARSON_SLOTS = 1000, LARSON_ROUND = 10000, LARSON_MAX_THREADS = 2 };
+enum { LARSON_SLOTS = 1000, LARSON_ROUND = 10000, LARSON_MAX_THREADS = 8 };
 
 /* How a thread replaces `ops` random blocks of an array. */
 typedef void (*replace_fn)(void **slots, size_t n, rng_t *rng, uint64_t ops);
@@ -343,6 +343,8 @@ static uint64_t larson(uint64_t ops, size_t threads, replace_fn replace) {
 
 static uint64_t larson_1t(uint64_t ops) { return larson(ops, 1, replace_small); }
 static uint64_t larson_2t(uint64_t ops) { return larson(ops, 2, replace_small); }
+/* Eight threads: on a machine of fewer cores, threads preempted while they hold a lock. */
+static uint64_t larson_8t(uint64_t ops) { return larson(ops, 8, replace_small); }
 static uint64_t realloc_xthread(uint64_t ops) { return larson(ops, 2, replace_or_grow); }
 
 /* ---- batches: allocate many objects, then free them all (benches/src/workloads/batch.rs) ---- */
@@ -444,37 +446,63 @@ static uint64_t batch_xthread_rand(uint64_t ops) { return swapped_batches(ops, R
 /* One thread allocates blocks of 16 B..1 KiB in batches of 64, each batch an array of its
  * own, and hands them over a queue that holds 16 batches at most; the other frees every
  * block and the array. One operation is one block. */
-enum { PC_BATCH = 64, PC_DEPTH = 16 };
+enum { PC_BATCH = 64, PC_DEPTH = 16, QUEUE_MAX = 256 };
 
+/* A bounded queue of pointers under a mutex, as a simple program writes one: it holds
+ * `depth` (at most QUEUE_MAX) items; `done` says the sender will send no more. A send
+ * wakes one receiver, a receive the sender. */
 typedef struct {
-    void **batches[PC_DEPTH];
-    size_t head, len;
+    void *items[QUEUE_MAX];
+    size_t head, len, depth;
     int done;
     pthread_mutex_t lock;
-    pthread_cond_t changed;
+    pthread_cond_t not_empty, not_full;
 } pc_queue_t;
 
-static void pc_send(pc_queue_t *q, void **batch) {
+static void pc_init(pc_queue_t *q, size_t depth) {
+    q->head = q->len = 0;
+    q->depth = depth;
+    q->done = 0;
+    pthread_mutex_init(&q->lock, NULL);
+    pthread_cond_init(&q->not_empty, NULL);
+    pthread_cond_init(&q->not_full, NULL);
+}
+
+static void pc_destroy(pc_queue_t *q) {
+    pthread_cond_destroy(&q->not_empty);
+    pthread_cond_destroy(&q->not_full);
+    pthread_mutex_destroy(&q->lock);
+}
+
+static void pc_send(pc_queue_t *q, void *item) {
     pthread_mutex_lock(&q->lock);
-    while (q->len == PC_DEPTH) pthread_cond_wait(&q->changed, &q->lock);
-    q->batches[(q->head + q->len++) % PC_DEPTH] = batch;
-    pthread_cond_broadcast(&q->changed);
+    while (q->len == q->depth) pthread_cond_wait(&q->not_full, &q->lock);
+    q->items[(q->head + q->len++) % q->depth] = item;
+    pthread_cond_signal(&q->not_empty);
     pthread_mutex_unlock(&q->lock);
 }
 
-/* The next batch, or NULL once the producer is done and the queue empty. */
-static void **pc_receive(pc_queue_t *q) {
+/* The next item, or NULL once the sender is done and the queue empty. */
+static void *pc_receive(pc_queue_t *q) {
     pthread_mutex_lock(&q->lock);
-    while (q->len == 0 && !q->done) pthread_cond_wait(&q->changed, &q->lock);
-    void **batch = NULL;
+    while (q->len == 0 && !q->done) pthread_cond_wait(&q->not_empty, &q->lock);
+    void *item = NULL;
     if (q->len > 0) {
-        batch = q->batches[q->head];
-        q->head = (q->head + 1) % PC_DEPTH;
+        item = q->items[q->head];
+        q->head = (q->head + 1) % q->depth;
         q->len--;
-        pthread_cond_broadcast(&q->changed);
+        pthread_cond_signal(&q->not_full);
     }
     pthread_mutex_unlock(&q->lock);
-    return batch;
+    return item;
+}
+
+/* The sender sends no more. */
+static void pc_close(pc_queue_t *q) {
+    pthread_mutex_lock(&q->lock);
+    q->done = 1;
+    pthread_cond_broadcast(&q->not_empty);
+    pthread_mutex_unlock(&q->lock);
 }
 
 typedef struct { pc_queue_t queue; uint64_t batches; } pc_t;
@@ -496,20 +524,52 @@ static void pc_worker(size_t t, void *arg) {
         for (size_t i = 0; i < PC_BATCH; i++) batch[i] = block_new(rng_between(&rng, 16, 1024));
         pc_send(q, batch);
     }
-    pthread_mutex_lock(&q->lock);
-    q->done = 1;
-    pthread_cond_broadcast(&q->changed);
-    pthread_mutex_unlock(&q->lock);
+    pc_close(q);
 }
 
 static uint64_t producer_consumer(uint64_t ops) {
     pc_t pc = { .batches = ops / PC_BATCH ? ops / PC_BATCH : 1 };
-    pthread_mutex_init(&pc.queue.lock, NULL);
-    pthread_cond_init(&pc.queue.changed, NULL);
+    pc_init(&pc.queue, PC_DEPTH);
     on_threads(2, pc_worker, &pc);
-    pthread_cond_destroy(&pc.queue.changed);
-    pthread_mutex_destroy(&pc.queue.lock);
+    pc_destroy(&pc.queue);
     return pc.batches * PC_BATCH;
+}
+
+/* ---- a thread pool serving requests (benches/src/workloads/thread_pool.rs) ---- */
+
+/* Thread 0 accepts requests of 64..2047 B and queues them (256 at most); POOL_WORKERS
+ * workers each take one, build a response of 128..8191 B with POOL_TEMPS temporaries of
+ * 16..127 B, and free the temporaries, the request (a free of another thread's block) and
+ * the response. One operation is one request served. */
+enum { POOL_WORKERS = 4, POOL_QUEUE = 256, POOL_TEMPS = 4 };
+
+typedef struct { pc_queue_t queue; uint64_t requests; } pool_t;
+
+static void pool_worker(size_t t, void *arg) {
+    pool_t *pool = arg;
+    rng_t rng = rng_new(t);
+    if (t == 0) {
+        for (uint64_t i = 0; i < pool->requests; i++)
+            pc_send(&pool->queue, block_new(rng_between(&rng, 64, 2047)));
+        pc_close(&pool->queue);
+        return;
+    }
+    for (void *request; (request = pc_receive(&pool->queue)) != NULL;) {
+        void *response = block_new(rng_between(&rng, 128, 8191));
+        void *temps[POOL_TEMPS];
+        for (size_t i = 0; i < POOL_TEMPS; i++) temps[i] = block_new(rng_between(&rng, 16, 127));
+        for (size_t i = 0; i < POOL_TEMPS; i++) block_free(temps[i]);
+        block_free(request);
+        block_free(response);
+    }
+}
+
+static uint64_t thread_pool(uint64_t ops) {
+    pool_t pool = { .requests = ops ? ops : 1 };
+    pc_init(&pool.queue, POOL_QUEUE);
+    on_threads(1 + POOL_WORKERS, pool_worker, &pool);
+    pc_destroy(&pool.queue);
+    return pool.requests;
 }
 
 /* ---- big buffers, every page written (benches/src/workloads/big.rs) ---- */
@@ -1103,6 +1163,8 @@ static const workload_t WORKLOADS[] = {
     { "c-table-churn", 5000000, table_churn },
     { "c-conn-buffers", 300000, conn_buffers },
     { "c-conn-buffers-small", 300000, conn_buffers_small },
+    { "c-larson-8t", 10000000, larson_8t },
+    { "c-thread-pool", 300000, thread_pool },
 };
 enum { NUM_WORKLOADS = sizeof WORKLOADS / sizeof WORKLOADS[0] };
 

@@ -28,6 +28,12 @@ pub fn two_threads(_: &Setup) -> Box<dyn Session> {
     Box::new(Larson::new(2, replace_small))
 }
 
+/// Eight threads: on a machine of fewer cores, threads are preempted while they hold a
+/// lock (the array's, the allocator's).
+pub fn eight_threads(_: &Setup) -> Box<dyn Session> {
+    Box::new(Larson::new(8, replace_small))
+}
+
 pub fn realloc_two_threads(_: &Setup) -> Box<dyn Session> {
     Box::new(Larson::new(2, replace_or_grow))
 }

@@ -13,6 +13,7 @@ mod live_growth;
 mod phases;
 mod producer_consumer;
 mod realloc;
+mod thread_pool;
 mod tree;
 
 use std::time::Duration;
@@ -184,6 +185,8 @@ pub const WORKLOADS: &[Workload] = &[
         300_000,
         Run::Once(churn::conn_buffers_small),
     ),
+    Workload::bench("larson-8t", 10_000_000, Run::Session(larson::eight_threads)),
+    Workload::bench("thread-pool", 300_000, Run::Once(thread_pool::run)),
     Workload::soak("phases", phases::plain),
     Workload {
         needs_trim: true,
@@ -240,7 +243,13 @@ mod tests {
 
     #[test]
     fn sessions_keep_going_step_after_step() {
-        for name in ["random-mixed", "larson-1t", "larson-2t", "realloc-xthread"] {
+        for name in [
+            "random-mixed",
+            "larson-1t",
+            "larson-2t",
+            "larson-8t",
+            "realloc-xthread",
+        ] {
             let mut s = find(name)
                 .expect("listed")
                 .start(&Setup::default())

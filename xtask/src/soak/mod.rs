@@ -38,8 +38,8 @@ pub struct SoakArgs {
     /// figures [default: a tenth of the duration, at least one epoch].
     #[arg(long, value_parser = units::duration)]
     warm_up: Option<Duration>,
-    /// Workloads, comma-separated: random-mixed, larson-1t, larson-2t, realloc-xthread,
-    /// phases, phases-trim.
+    /// Workloads, comma-separated: random-mixed, larson-1t, larson-2t, larson-8t,
+    /// realloc-xthread, phases, phases-trim.
     #[arg(long, value_delimiter = ',', default_value = "random-mixed")]
     workload: Vec<String>,
     /// Allocators, comma-separated (default: all that have a Rust program: hakmem,
