@@ -622,6 +622,23 @@ static uint64_t large_written(uint64_t ops) {
     return ops;
 }
 
+/* A ring of 64 buffers of 64 KiB..1 MiB, every page written: each operation frees the
+ * oldest and allocates a new one in its place (big.rs's buffer_ring). */
+static uint64_t buffer_ring(uint64_t ops) {
+    enum { RING = 64 };
+    rng_t rng = rng_new(24);
+    void *ring[RING] = { 0 };
+    for (uint64_t done = 0; done < ops; done++) {
+        void **slot = &ring[done % RING];
+        block_free(*slot);
+        size_t size = rng_between(&rng, 64 << 10, (size_t)MIB);
+        *slot = block_new(size);
+        write_pages(*slot, size);
+    }
+    for (size_t i = 0; i < RING; i++) block_free(ring[i]);
+    return ops;
+}
+
 static void *grow(void *p, size_t *cap, size_t len, size_t size, size_t first);
 
 /* A program in phases, round after round: 16 buffers of 1..4 MiB read in (every page
@@ -1165,6 +1182,7 @@ static const workload_t WORKLOADS[] = {
     { "c-conn-buffers-small", 300000, conn_buffers_small },
     { "c-larson-8t", 10000000, larson_8t },
     { "c-thread-pool", 300000, thread_pool },
+    { "c-buffer-ring", 50000, buffer_ring },
 };
 enum { NUM_WORKLOADS = sizeof WORKLOADS / sizeof WORKLOADS[0] };
 

@@ -39,6 +39,25 @@ pub fn large_written(ops: u64) -> u64 {
     ops
 }
 
+/// A ring of 64 buffers of 64 KiB..1 MiB, every page written: each operation frees the
+/// oldest and allocates a new one in its place (the frames of a decoding pipeline, the
+/// messages of a send queue, the chunks of a log being shipped). Blocks of sizes that
+/// follow no pattern freed in the order they came, so where a new one goes decides how
+/// much of what the freed ones left resident it reuses.
+pub fn buffer_ring(ops: u64) -> u64 {
+    const RING: usize = 64;
+    let mut rng = Rng::new(24);
+    let mut ring = empty_slots(RING);
+    for done in 0..ops as usize {
+        let slot = &mut ring[done % RING];
+        drop(slot.take());
+        let mut buffer = Block::new(rng.between((64 << 10, MIB)));
+        buffer.write_pages();
+        *slot = Some(buffer);
+    }
+    ops
+}
+
 /// A ring of 20 zero-filled buffers (`alloc_zeroed`, C's `calloc`) of 5..25 MiB: each
 /// operation replaces the oldest by a new one and writes its pages.
 pub fn big_zeroed(ops: u64) -> u64 {
