@@ -88,8 +88,16 @@ pub unsafe fn mark_freed(p: *mut u8) {
     unsafe { (p.add(8) as *mut usize).write(FREED ^ p as usize) };
 }
 
-/// The size class of the slab `p` lies in, if it lies in one that serves a class (to
-/// name the class of an interior pointer).
+/// The size class of the span `p` lies in, if it lies in one that serves a class (to
+/// name the class of an interior pointer): its slab's, or, in a medium span's slabs past
+/// its first, the first's.
 pub fn slab_class(p: *const u8) -> Option<Class> {
-    Class::from_map_entry(chunk_map::entry_of(p as usize)?)
+    let mut addr = p as usize;
+    loop {
+        match chunk_map::entry_of(addr)? {
+            // A tail follows its span's first slab in the same chunk.
+            chunk_map::MAP_TAIL => addr -= crate::size_class::SLAB_SIZE,
+            e => return Class::from_map_entry(e),
+        }
+    }
 }

@@ -23,6 +23,9 @@ pub const MAP_FREE: u8 = 0xFF;
 pub const MAP_HEADER: u8 = 0xFE;
 /// `class_map` value of every entry of a large mapping's header.
 pub const MAP_LARGE: u8 = 0xFD;
+/// `class_map` value of each slab of a medium span past its first, which holds the class
+/// ([`crate::size_class::starting_slabs`]): no block starts there.
+pub const MAP_TAIL: u8 = 0xFC;
 
 /// The first bytes of every chunk whose bit is set, superslab or large mapping: the class
 /// of each 64 KiB slab of the chunk, or one of the `MAP_*` markers. Readable by any thread

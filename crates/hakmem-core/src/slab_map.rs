@@ -16,7 +16,8 @@
 //! needs no test of its mode on `free`'s fast path.
 //!
 //! Invariant: the byte of slab `i` is 0 or a [`MapByte`], even; it is nonzero only while
-//! slab `i` lies in a span carved for its class in a mapped superslab; the byte is a
+//! slab `i` lies in a span carved for its class in a mapped superslab, and is one that
+//! blocks start in ([`size_class::starting_slabs`]); the byte is a
 //! mirror of the slab's `class_map` entry in its chunk header
 //! ([`crate::chunk_map::ChunkHeader`]), set right after the entry when the span is carved
 //! and cleared right before the entry when the span is released ([`set_span`],
@@ -203,9 +204,10 @@ fn writable(i: usize) -> bool {
     ok
 }
 
-/// Record that the `n` slabs from `start` (a slab-aligned address) form a span just
-/// carved for class `c`; called right after their `class_map` entries are set. A span
-/// lies in one chunk, so its bytes share one page of the map.
+/// Record that the `n` slabs from `start` (a slab-aligned address), those of a span just
+/// carved for class `c` that blocks start in, serve it; called right after their
+/// `class_map` entries are set. A span lies in one chunk, so its bytes share one page of
+/// the map.
 pub fn set_span(start: usize, n: usize, c: Class) {
     let i = start >> SLAB_SHIFT;
     let Some(span) = bytes(i, n) else { return };

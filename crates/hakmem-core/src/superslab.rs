@@ -8,13 +8,16 @@
 //!
 //! A superslab is a 4 MiB chunk divided into 64 slabs of 64 KiB. Slab 0 holds the header
 //! (only its first two pages are ever touched); any other slab, or a run of 2 to 16 slabs
-//! (a *span*, starting at a multiple of its length rounded up to a power of two), serves
+//! (a *span*, starting at a multiple of its length rounded up to a power of two, or at
+//! any slab for a medium span, whose one block starts it, unless its length is a power of
+//! two: [`span_align_slabs`]), serves
 //! one size class at a time, whatever the class: all classes share one pool of
 //! superslabs. The metadata of a span lives in the [`SlabMeta`] of its first slab.
 //!
 //! From a block's address: `chunk_base(p)` is its superslab, `(p >> SLAB_SHIFT) & 63` its
 //! slab, `class_map` of that slab its class, and the span's first slab is that index
-//! rounded down to the class's span alignment. No search anywhere.
+//! rounded down to the class's span alignment (a medium block's own slab). No search
+//! anywhere. A medium span's slabs past its first hold [`MAP_TAIL`], not its class.
 //!
 //! Ownership: each superslab is owned by one thread's heap (its `owner`, an opaque
 //! [`OwnerId`] this layer only stores and compares), or by nobody while it sits in the
@@ -24,13 +27,15 @@
 //! block of that slab), push onto a slab's `remote` list and set its bit in
 //! `remote_pending`.
 
-use crate::chunk_map::{ChunkHeader, CHUNK_SHIFT, CHUNK_SIZE, MAP_FREE, MAP_HEADER, SLABS};
+use crate::chunk_map::{
+    ChunkHeader, CHUNK_SHIFT, CHUNK_SIZE, MAP_FREE, MAP_HEADER, MAP_TAIL, SLABS,
+};
 use crate::misuse::{self, Misuse};
 use crate::os;
 use crate::remote::{Block, RemoteFreeList};
 use crate::size_class::{
-    block_size, reciprocal, span_align_slabs, span_slabs, Class, PerClass, BLOCK_SIZE, MIN_ALIGN,
-    NUM_CLASSES, SLAB_SHIFT, SLAB_SIZE,
+    block_size, reciprocal, span_align_slabs, span_slabs, starting_slabs, Class, PerClass,
+    BLOCK_SIZE, MIN_ALIGN, NUM_CLASSES, SLAB_SHIFT, SLAB_SIZE,
 };
 use crate::slab_map;
 use crate::sync::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -365,8 +370,9 @@ impl SpanGeometry {
         (room as u32).checked_div(stride as u32).unwrap_or(0) as usize
     }
 
-    /// The start of the span holding `addr`: spans start at a multiple of their
-    /// alignment, a power of two at least their length, and never cross a superslab.
+    /// The start of the span holding the block at `addr`: spans start at a multiple of
+    /// their alignment, a power of two at least their length, and never cross a
+    /// superslab; a medium span aligned to a slab alone starts at its one block.
     #[inline(always)]
     fn start(&self, addr: usize) -> usize {
         addr & !(self.align - 1)
@@ -545,10 +551,16 @@ impl SuperSlab {
         self.free_slabs.set(self.free_slabs.get() & !mask);
         self.dirty.set(self.dirty.get() & !mask);
         self.aging.set(self.aging.get() & !mask);
+        let starting = starting_slabs(c);
         for i in first..first + n {
-            self.header.class_map[i].store(c.map_entry(), Ordering::Relaxed);
+            let e = if i < first + starting {
+                c.map_entry()
+            } else {
+                MAP_TAIL
+            };
+            self.header.class_map[i].store(e, Ordering::Relaxed);
         }
-        slab_map::set_span(self.slab_start(first), n, c);
+        slab_map::set_span(self.slab_start(first), starting, c);
         let meta = &self.slabs[first];
         let size = block_size(c);
         let start = self.base() + first * SLAB_SIZE;
@@ -720,7 +732,9 @@ impl SuperSlab {
 
     /// The alignment of the spans of class `c`, in bytes: a power of two, so that two
     /// blocks `a` and `b` of the class lie in the same span iff `a ^ b` is below it
-    /// (spans start at a multiple of it and never cross a superslab).
+    /// (spans start at a multiple of it and never cross a superslab; a medium span
+    /// aligned to a slab alone holds one block, at its start, so two of its class lie a
+    /// slab or more apart).
     #[inline(always)]
     pub fn span_align_bytes(c: Class) -> usize {
         SPAN_ALIGN[c] as usize * SLAB_SIZE
@@ -855,9 +869,10 @@ fn span_mask(first: usize, n: usize) -> u64 {
 }
 
 /// First index of `n` (at most 32) free slabs starting at a multiple of `align` (a power
-/// of two at least `n`, at most 32), in O(log n).
+/// of two at least `n`, at most 32, or 1: anywhere), in O(log n).
 fn find_span(free: u64, n: usize, align: usize) -> Option<usize> {
-    debug_assert!(align.is_power_of_two() && align >= n && n >= 1 && align <= 32);
+    debug_assert!(align.is_power_of_two() && (align >= n || align == 1) && n >= 1);
+    debug_assert!(align <= 32 && n <= 32);
     let mut m = free;
     // Fold: after each step, bit i says slabs i..i+width are all free (shifting brings
     // zeros in from the top, so no run passes the superslab's end).
@@ -1146,6 +1161,11 @@ mod tests {
         assert_eq!(find_span(0x7fff_0000_0000_0000, 15, 16), Some(48));
         assert_eq!(find_span(0x3fff_0000_0000_0000, 15, 16), None);
         assert_eq!(find_span(USABLE_SLABS, 5, 8), Some(8));
+        // Anywhere (a medium span of no power-of-two length): the lowest whole run.
+        assert_eq!(find_span(USABLE_SLABS, 5, 1), Some(1));
+        assert_eq!(find_span(0b1110_1100, 3, 1), Some(5));
+        assert_eq!(find_span(0b1110_1100, 4, 1), None);
+        assert_eq!(find_span(0x7ffe_0000_0000_0000, 14, 1), Some(49));
         // Only whole runs: the top slab is the last.
         assert_eq!(find_span(0x8000_0000_0000_0000, 2, 2), None);
     }
