@@ -761,17 +761,14 @@ impl Heap {
     /// every owned superslab, as a medium carve did already when superslabs of small
     /// blocks came first on the list.
     fn carve_owned(&self, c: Class, borrow: Borrow, fill: Fill) -> *mut SlabMeta {
-        let fitting = |want: Fit| {
-            self.owned_superslabs().filter(move |&ss| {
-                // SAFETY: we own it.
-                unsafe { &*ss }.fit(c, borrow) == Some(want)
-            })
-        };
-        let mut kind = fitting(Fit::Kind);
+        // SAFETY: we own every superslab on the list.
+        let fits =
+            move |ss: *mut SuperSlab, want: Fit| unsafe { &*ss }.fit(c, borrow) == Some(want);
+        let fitting = |want: Fit| self.owned_superslabs().filter(move |&ss| fits(ss, want));
         let ss = if is_medium(c) {
-            kind.min()
+            self.lowest_fitting(|ss| fits(ss, Fit::Kind))
         } else {
-            kind.next()
+            fitting(Fit::Kind).next()
         }
         .or_else(|| fitting(Fit::OtherKind).next());
         let Some(ss) = ss else {
@@ -779,6 +776,27 @@ impl Heap {
         };
         // SAFETY: we own it, and it has room for `c`.
         unsafe { self.carve(&*ss, c, borrow, fill) }
+    }
+
+    /// The owned superslab at the lowest address for which `fits` holds: asked only of
+    /// those below the lowest found so far, oldest first (the pool hands out its lowest,
+    /// and fresh mappings mostly come higher, so the first that fits is usually the
+    /// lowest). Taking the least of all that fit asked each one, a search of its free
+    /// slabs, over the 15 superslabs of `c-buffer-ring`, where most allocations carve:
+    /// the run took 44.3M instructions, 39.6M this way (callgrind, 20K operations), and
+    /// 0.98x the time (9 alternated runs).
+    fn lowest_fitting(&self, fits: impl Fn(*mut SuperSlab) -> bool) -> Option<*mut SuperSlab> {
+        let oldest = self.owned_superslabs().last()?;
+        core::iter::successors(Some(oldest), |&ss| {
+            // SAFETY: owned superslabs are live.
+            let prev = unsafe { &*ss }.prev.get();
+            (!prev.is_null()).then_some(prev)
+        })
+        .fold(None, |lowest, ss| match lowest {
+            Some(l) if l < ss => lowest,
+            _ if fits(ss) => Some(ss),
+            _ => lowest,
+        })
     }
 
     /// A count that moves when the heap takes a superslab while the pool has none to
