@@ -621,9 +621,9 @@ fn grow_capacity(bin: &mut Bin, c: Class) {
     }
 }
 
-/// Classes above a medium class whose cached blocks [`pop_larger`] looks at: four
-/// classes a doubling, so blocks up to twice the size.
-const WIDER_CLASSES: usize = 4;
+/// Classes above a medium class whose cached blocks [`pop_larger`] looks at: the next
+/// one, a block up to a quarter larger (four classes a doubling).
+const WIDER_CLASSES: usize = 1;
 
 /// A cached block of the smallest medium class above `c` that has one, up to
 /// [`WIDER_CLASSES`] above; null if none has. The caller gets a block of that class,
@@ -639,7 +639,13 @@ const WIDER_CLASSES: usize = 4;
 /// (9 alternated runs of `c-workloads c-large` under `LD_PRELOAD`); with blocks up to four
 /// times the size 1.01x, but `c-large-written` then peaked at 79.8 MiB against 77.3 (7
 /// runs). The block's pages past the request were written by its last user, so resident
-/// already, or are never touched.
+/// already, or are never touched; but the block stays that large while it lives, and
+/// is freed to serve again requests smaller than it: in a ring of buffers of 64 KiB..1
+/// MiB (`c-buffer-ring`), blocks up to twice the size drifted to the largest classes,
+/// and the ring peaked at 62.8 MiB, 58.8 with the next class alone (9 alternated runs;
+/// jemalloc 53.5), at 1.03x the time (1,980 instructions an operation against 2,348,
+/// callgrind, 20K operations); `c-large` 1.07x (noisy: 49.8-85.5 ms against 47.5-57.2),
+/// `c-large-written` 1.02x, 77.8 MiB against 76.9.
 #[cold]
 #[inline(never)]
 fn pop_larger(c: Class) -> *mut u8 {

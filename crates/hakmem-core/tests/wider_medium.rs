@@ -1,6 +1,6 @@
 //! A request of more than 128 KiB (`block::GROW_LARGE_FROM`) whose medium class has no
-//! cached block takes a cached block of a larger medium class, up to twice the size,
-//! without the heap; a sized free of it (`dealloc`, which states the smaller request) finds
+//! cached block takes a cached block of the next medium class, up to a quarter larger,
+//! without the heap, and none of a class further up; a sized free of it (`dealloc`, which states the smaller request) finds
 //! the block's own class by lookup and gives it back to that class's bin.
 //!
 //! Its own process with one test: the thread's cache holds only what this test freed.
@@ -18,8 +18,8 @@ fn a_request_takes_a_larger_cached_block_whose_sized_free_finds_its_class() {
     // SAFETY: a live block, given up with its request.
     unsafe { dealloc(big, 300 * KIB, 16) };
 
-    // Class 192 KiB, whose bin is empty: the cached 320 KiB block, whole.
-    let p = alloc(180 * KIB, 16);
+    // Class 256 KiB, whose bin is empty: the cached 320 KiB block, whole.
+    let p = alloc(250 * KIB, 16);
     assert_eq!(
         p, big,
         "the cached block of a larger class was not handed out"
@@ -27,22 +27,32 @@ fn a_request_takes_a_larger_cached_block_whose_sized_free_finds_its_class() {
     assert_eq!(usable_size(p), own);
     // SAFETY: a live block, given up with its request.
     unsafe {
-        core::ptr::write_bytes(p, 1, 180 * KIB);
-        dealloc(p, 180 * KIB, 16);
+        core::ptr::write_bytes(p, 1, 250 * KIB);
+        dealloc(p, 250 * KIB, 16);
     }
 
-    // The free put it back in the bin of 320 KiB, not in that of the stated 192 KiB.
+    // The free put it back in the bin of 320 KiB, not in that of the stated 256 KiB.
     let q = alloc(300 * KIB, 16);
     assert_eq!(
         q, big,
         "the sized free put the block in the stated class's bin"
     );
-    // A block of class 224 KiB in the cache, within twice 112 KiB.
-    let near = alloc(200 * KIB, 16);
+    // SAFETY: a live block, given up with its request.
+    unsafe { dealloc(q, 300 * KIB, 16) };
+    // Class 224 KiB, two below the cached 320 KiB block: a block of its own class (its
+    // miss may carve where the cached block was, once that is given back).
+    let far = alloc(200 * KIB, 16);
+    assert_eq!(
+        usable_size(far),
+        224 * KIB,
+        "a request took a block two classes larger"
+    );
+    // A block of class 128 KiB in the cache, the next above 112 KiB.
+    let near = alloc(120 * KIB, 16);
     // SAFETY: live blocks, given up with their requests.
     unsafe {
-        dealloc(q, 300 * KIB, 16);
-        dealloc(near, 200 * KIB, 16);
+        dealloc(far, 200 * KIB, 16);
+        dealloc(near, 120 * KIB, 16);
     }
 
     // Class 112 KiB: at most `GROW_LARGE_FROM`, whose sized free takes the stated class
