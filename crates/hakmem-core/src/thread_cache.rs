@@ -133,7 +133,8 @@ use core::ptr::null_mut;
 /// Invariant: `room == limit - (length of the list at head)`; it goes below 0 only for
 /// the moment between the push that overflows the bin ([`overflow`]) and its flush.
 /// `limit` is 0 until the thread's heap exists, which sends the first free of the thread
-/// to the slow path.
+/// to the slow path, and, for a medium class, until the thread allocates the class or
+/// frees one of its own blocks of it ([`starting_capacity`]).
 #[repr(C)]
 pub struct Bin {
     pub head: *mut Block,
@@ -467,7 +468,7 @@ unsafe fn setup_thread<H: ThreadHooks>(tc: *mut ThreadCache) -> *mut Heap {
     // SAFETY: the thread's own cache.
     unsafe {
         for (c, bin) in (*tc).bins.iter_mut() {
-            bin.set_limit(initial_capacity(policy, c));
+            bin.set_limit(starting_capacity(policy, c));
         }
         (*tc).heap = h;
     }
@@ -475,6 +476,28 @@ unsafe fn setup_thread<H: ThreadHooks>(tc: *mut ThreadCache) -> *mut Heap {
     // now finds the thread set up.
     H::thread_started();
     h
+}
+
+/// Capacity a class starts with when the thread is set up: [`initial_capacity`], but none
+/// for a medium class, which gets it when the thread first allocates there (a miss,
+/// [`grow_capacity`]) or frees one of its own blocks (an overflow, [`regrow_capacity`]).
+///
+/// A thread that frees the medium blocks another allocates (a pipeline's consumer of big
+/// buffers) kept, in bins it never allocates from, what fits in a quarter of a medium
+/// bin's bytes, at least one block, in each of the 17 medium classes: up to 6.9 MiB
+/// that no thread used until the consumer's next upkeep. With no room, each such free
+/// gives the block straight back to its owner's span, as the flush of a full bin does.
+/// A producer writing blocks of 64 KiB..1 MiB through for a consumer that frees them,
+/// handed over 64 at a time (a held-out C program under `LD_PRELOAD`, 5 alternated runs):
+/// peak 57.1 MiB against 64.9, and no slower (jemalloc 53.2, tcmalloc 51.0).
+/// `c-realloc-xthread`, whose threads free each other's medium blocks, ran the same
+/// instructions (46.84M against 46.76M, callgrind, 300K operations).
+fn starting_capacity(policy: &config::Policy, c: Class) -> u32 {
+    if is_medium(c) {
+        0
+    } else {
+        initial_capacity(policy, c)
+    }
 }
 
 /// Capacity a class starts with: a quarter of its maximum; it grows when the class misses.
@@ -610,14 +633,14 @@ static SIDE_CAPACITY: [u32; NUM_CLASSES] = {
 /// consumer's bins stay small ([`flush_quantum`]); grown back without that test,
 /// `producer-consumer` took 1.75x its time (7 alternated runs).
 fn regrow_capacity(bin: &mut Bin, initial: u32) {
-    bin.set_limit((bin.limit * 2).min(initial));
+    bin.set_limit((bin.limit * 2).clamp(1, initial));
 }
 
 /// A class that missed gets a larger capacity, up to its profile's maximum.
 fn grow_capacity(bin: &mut Bin, c: Class) {
     let max = config::cache_capacity(config::current(), block_size(c));
     if bin.limit < max {
-        bin.set_limit((bin.limit * 2).min(max));
+        bin.set_limit((bin.limit * 2).clamp(1, max));
     }
 }
 
@@ -1063,7 +1086,8 @@ unsafe fn flush_bin<H: ThreadHooks>(bin: *mut Bin) {
             return;
         }
     }
-    let keep = bin.limit - flush_quantum(bin.limit);
+    // A medium bin with no room yet (`starting_capacity`) keeps none.
+    let keep = bin.limit.saturating_sub(flush_quantum(bin.limit));
     // SAFETY: `h` is our heap, the bin is ours.
     unsafe { flush_newest(bin, h, c, keep, Heap::give_back) };
 }
