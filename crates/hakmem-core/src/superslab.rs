@@ -152,16 +152,14 @@ pub enum Borrow {
     Any,
 }
 
-/// Header of a superslab, at the start of its chunk. What a heap's walk over its
-/// superslabs reads of each (`owner`, `free_slabs`, `dirty`, `next`, `prev`, `wide`)
-/// shares the line after the class map: the headers lie 4 MiB apart, so in one set of
-/// the CPU's caches, where a walk over a few dozen misses on every line it reads.
+/// Header of a superslab, at the start of its chunk. What a heap's walks over its
+/// superslabs read of each (`owner`, `free_slabs`, `dirty`, the links, `wide`) shares
+/// the line after the class map: the headers lie 4 MiB apart, so in one set of the CPU's
+/// caches, where a walk over a few dozen misses on every line it reads. What other
+/// threads write (`remote_pending`) lies on the next.
 #[repr(C)]
 pub struct SuperSlab {
     pub header: ChunkHeader,
-    /// Bit `i` set: slab `i`'s remote list may be non-empty (the remote-free protocol,
-    /// on [`SlabMeta`]).
-    remote_pending: AtomicU64,
     /// Who owns this superslab; [`OwnerId::NONE`] while it is in the pool.
     owner: AtomicUsize,
     /// Bit `i` set iff slab `i` serves no class (owner only). Slab 0 is never free.
@@ -169,11 +167,13 @@ pub struct SuperSlab {
     /// Bit `i` set: slab `i` is free and its pages may still be resident (owner only).
     /// A subset of `free_slabs`.
     dirty: Cell<u64>,
-    /// Dirty slabs that were already dirty at the previous decommit pass (owner only).
-    aging: Cell<u64>,
     /// Links of the owner's list of superslabs, or of a pool list.
     pub next: Cell<*mut SuperSlab>,
     pub prev: Cell<*mut SuperSlab>,
+    /// Links of the owner's superslabs in order of address (owner only; the heap's
+    /// `owned_lowest`).
+    pub lower: Cell<*mut SuperSlab>,
+    pub higher: Cell<*mut SuperSlab>,
     /// Whether it holds *wide* blocks ([`is_wide_class`]) until it is empty again (owner
     /// only; then the pool's, which gives it to a thread wanting the same kind first):
     /// decided by the first carve after it was empty. Small blocks (up to 8 KiB, whose
@@ -186,6 +186,11 @@ pub struct SuperSlab {
     /// The huge-page advice the chunk's mapping carries ([`Advice`]); kept by
     /// [`SuperSlab::init`], since it belongs to the mapping, not to the layout.
     advice: Cell<Advice>,
+    /// Bit `i` set: slab `i`'s remote list may be non-empty (the remote-free protocol,
+    /// on [`SlabMeta`]).
+    remote_pending: AtomicU64,
+    /// Dirty slabs that were already dirty at the previous decommit pass (owner only).
+    aging: Cell<u64>,
     /// When it went back to the pool empty ([`crate::os::now_ms`]; the pool's only).
     pub released_ms: Cell<u64>,
     slabs: [SlabMeta; SLABS],
@@ -288,7 +293,9 @@ enum Advice {
 const _: () = assert!(core::mem::size_of::<SuperSlab>() <= SLAB_SIZE);
 // The fields a walk over a heap's superslabs reads share one line ([`SuperSlab`]).
 const _: () = assert!(
-    core::mem::offset_of!(SuperSlab, owner) >= 64 && core::mem::offset_of!(SuperSlab, wide) < 128
+    core::mem::offset_of!(SuperSlab, owner) >= 64
+        && core::mem::offset_of!(SuperSlab, wide) < 128
+        && core::mem::offset_of!(SuperSlab, remote_pending) >= 128
 );
 const _: () = assert!(core::mem::size_of::<SlabMeta>() == 72);
 // Every span's blocks have a bit: the classes of more than a slab's worth of blocks in a
