@@ -1039,28 +1039,8 @@ impl Heap {
     }
 
     fn unlink_owned(&self, s: &SuperSlab) {
-        let (prev, next) = (s.prev.get(), s.next.get());
-        if prev.is_null() {
-            self.owned.set(next);
-        } else {
-            // SAFETY: neighbours on our list are live.
-            unsafe { (*prev).next.set(next) };
-        }
-        if !next.is_null() {
-            // SAFETY: as above.
-            unsafe { (*next).prev.set(prev) };
-        }
-        let (lower, higher) = (s.lower.get(), s.higher.get());
-        if lower.is_null() {
-            self.owned_lowest.set(higher);
-        } else {
-            // SAFETY: as above.
-            unsafe { (*lower).higher.set(higher) };
-        }
-        if !higher.is_null() {
-            // SAFETY: as above.
-            unsafe { (*higher).lower.set(lower) };
-        }
+        unlink(&self.owned, s, |s| (&s.prev, &s.next));
+        unlink(&self.owned_lowest, s, |s| (&s.lower, &s.higher));
         self.owned_count.set(self.owned_count.get() - 1);
     }
 
@@ -1370,6 +1350,27 @@ impl Heap {
             }
             None
         })
+    }
+}
+
+/// Take `s` off a doubly linked list of our superslabs that starts at `first`, linked
+/// through the two cells `links` picks of each: the one towards `first`, the other away.
+fn unlink(
+    first: &Cell<*mut SuperSlab>,
+    s: &SuperSlab,
+    links: impl Fn(&SuperSlab) -> (&Cell<*mut SuperSlab>, &Cell<*mut SuperSlab>),
+) {
+    let (back, on) = links(s);
+    let (back, on) = (back.get(), on.get());
+    if back.is_null() {
+        first.set(on);
+    } else {
+        // SAFETY: neighbours on our lists are live.
+        links(unsafe { &*back }).1.set(on);
+    }
+    if !on.is_null() {
+        // SAFETY: as above.
+        links(unsafe { &*on }).0.set(back);
     }
 }
 
