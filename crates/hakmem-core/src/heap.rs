@@ -761,9 +761,9 @@ impl Heap {
     /// them wander over every superslab the heap ever took. 16 slots of 64 KiB..4 MiB
     /// touched at their ends (a replica of `large`, 300K replacements, resident pages from
     /// `/proc/self/pagemap` per chunk at the end, one run each): the superslabs of the
-    /// medium blocks 12.8 -> 9.6 MiB with the pool's lowest, 7.5 with both. It walks
-    /// every owned superslab, as a medium carve did already when superslabs of small
-    /// blocks came first on the list.
+    /// medium blocks 12.8 -> 9.6 MiB with the pool's lowest, 7.5 with both. The walk
+    /// goes up in order of address and stops at the first that fits
+    /// ([`Heap::lowest_fitting`]).
     fn carve_owned(&self, c: Class, borrow: Borrow, fill: Fill) -> *mut SlabMeta {
         // SAFETY: we own every superslab on the list.
         let fits =

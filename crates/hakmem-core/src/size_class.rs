@@ -465,7 +465,7 @@ static BLOCK_START: [(usize, u64); 256] = {
     while c < NUM_CLASSES {
         // A medium block starts its span's first slab, the one slab that holds its class
         // (`starting_slabs`): its offset in that slab is 0.
-        let starts = if sizes[c] as usize >= SLAB_SIZE {
+        let starts = if is_medium(Class::new(c)) {
             SLAB_SIZE
         } else {
             span_align_slabs(Class::new(c)) * SLAB_SIZE

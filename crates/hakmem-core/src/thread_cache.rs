@@ -644,13 +644,9 @@ fn grow_capacity(bin: &mut Bin, c: Class) {
     }
 }
 
-/// Classes above a medium class whose cached blocks [`pop_larger`] looks at: the next
-/// one, a block up to a quarter larger (four classes a doubling).
-const WIDER_CLASSES: usize = 1;
-
-/// A cached block of the smallest medium class above `c` that has one, up to
-/// [`WIDER_CLASSES`] above; null if none has. The caller gets a block of that class,
-/// whose frees find its class by lookup, as C's `free` does.
+/// A cached block of the medium class next above `c` (up to a quarter larger: four
+/// classes a doubling); null if it has none, or `c` is the largest. The caller gets a
+/// block of that class, whose frees find its class by lookup, as C's `free` does.
 ///
 /// A block of 64 KiB..1 MiB is a span of its own: a program that replaces such blocks by
 /// others of random sizes finds the bin of the size it wants empty at nearly every
@@ -672,14 +668,10 @@ const WIDER_CLASSES: usize = 1;
 #[cold]
 #[inline(never)]
 fn pop_larger(c: Class) -> *mut u8 {
-    let top = (c.index() + WIDER_CLASSES).min(NUM_CLASSES - 1);
-    for k in c.index() + 1..=top {
-        let b = pop_wide(Class::new(k));
-        if !b.is_null() {
-            return b;
-        }
+    match c.index() + 1 {
+        NUM_CLASSES => null_mut(),
+        next => pop_wide(Class::new(next)),
     }
-    null_mut()
 }
 
 #[cold]
