@@ -256,7 +256,7 @@ pub fn may_be_sparse(c: Class) -> bool {
 
 /// Whether a heap whose spans of wide blocks ([`is_wide_class`]) hold `wide_spans` bytes
 /// asks for huge pages for the superslabs of wide blocks it takes next (for blocks the
-/// program writes densely only: `Heap::huge_pages_for`): from the profile's
+/// program writes densely only: `Heap::huge_pages_for`, `Heap::wide_blocks_dense`): from the profile's
 /// `wide_huge_pages_from` on (16 MiB, 32 in lean; `config.rs` has what each costs and
 /// gives).
 ///

@@ -4,7 +4,8 @@
 //! small blocks once their heap owns 8 MiB of superslabs (where it writes them densely:
 //! tests/sparse_small_blocks.rs; before their header is written:
 //! tests/huge_first_stretch.rs), and over those of wide blocks taken for a block known to
-//! be written densely (zero-filled, or grown by `realloc`) once the heap has carved the
+//! be written densely (zero-filled, or grown by `realloc`; a plain one where the heap's
+//! wide blocks show it: tests/sparse_wide_blocks.rs) once the heap has carved the
 //! profile's `wide_huge_pages_from` of spans for them (16 MiB; 32 in lean), however much
 //! the process maps. The kernel shows the advice as the `hg` flag of the mapping in
 //! `/proc/self/smaps`.
@@ -240,7 +241,8 @@ fn wide_block(how: Wide) -> usize {
 /// Superslabs of wide blocks ask for huge pages for blocks known to be written densely
 /// (zero-filled, or grown by `realloc`), once their heap has carved the profile's
 /// `wide_huge_pages_from` of spans for wide blocks (16 MiB; 32 in lean), not before; for
-/// plain allocations never, which a program may write in part only.
+/// plain allocations only where the heap's wide blocks show they are written densely
+/// (tests/sparse_wide_blocks.rs; these are not written at all).
 #[test]
 fn superslabs_of_spans_ask_for_huge_pages_for_dense_blocks_once_the_heap_holds_enough_spans() {
     alone(|| {
