@@ -639,6 +639,61 @@ static uint64_t buffer_ring(uint64_t ops) {
     return ops;
 }
 
+/* Buffers of 64 KiB..1 MiB, every page written, made by one thread and handed in batches
+ * of 16 to another, which keeps the last three batches it received and frees the batch
+ * that leaves them (big.rs's buffer_pipeline): every free a cross-thread free of a medium
+ * block. The maker waits for the free of the batch four before the one it makes: 64
+ * buffers live at most. One operation is one buffer. */
+enum { BP_BATCH = 16, BP_KEPT = 3 };
+
+typedef struct { pc_queue_t batches, freed; uint64_t count; } bp_t;
+
+static void bp_worker(size_t t, void *arg) {
+    bp_t *bp = arg;
+    if (t == 1) {
+        void **kept[BP_KEPT + 1];
+        size_t held = 0;
+        for (void **batch; (batch = pc_receive(&bp->batches)) != NULL;) {
+            kept[held++] = batch;
+            if (held > BP_KEPT) {
+                for (size_t i = 0; i < BP_BATCH; i++) block_free(kept[0][i]);
+                free(kept[0]);
+                memmove(kept, kept + 1, BP_KEPT * sizeof kept[0]);
+                held--;
+                pc_send(&bp->freed, bp); /* any non-null item */
+            }
+        }
+        for (size_t k = 0; k < held; k++) {
+            for (size_t i = 0; i < BP_BATCH; i++) block_free(kept[k][i]);
+            free(kept[k]);
+        }
+        return;
+    }
+    rng_t rng = rng_new(25);
+    for (uint64_t k = 0; k < bp->count; k++) {
+        if (k > BP_KEPT) pc_receive(&bp->freed);
+        void **batch = malloc(BP_BATCH * sizeof(void *));
+        if (!batch) abort();
+        for (size_t i = 0; i < BP_BATCH; i++) {
+            size_t size = rng_between(&rng, 64 << 10, (size_t)MIB);
+            batch[i] = block_new(size);
+            write_pages(batch[i], size);
+        }
+        pc_send(&bp->batches, batch);
+    }
+    pc_close(&bp->batches);
+}
+
+static uint64_t buffer_pipeline(uint64_t ops) {
+    bp_t bp = { .count = ops / BP_BATCH > BP_KEPT ? ops / BP_BATCH : BP_KEPT + 1 };
+    pc_init(&bp.batches, 1);
+    pc_init(&bp.freed, BP_KEPT + 1);
+    on_threads(2, bp_worker, &bp);
+    pc_destroy(&bp.batches);
+    pc_destroy(&bp.freed);
+    return bp.count * BP_BATCH;
+}
+
 static void *grow(void *p, size_t *cap, size_t len, size_t size, size_t first);
 
 /* A program in phases, round after round: 16 buffers of 1..4 MiB read in (every page
@@ -1183,6 +1238,7 @@ static const workload_t WORKLOADS[] = {
     { "c-larson-8t", 10000000, larson_8t },
     { "c-thread-pool", 300000, thread_pool },
     { "c-buffer-ring", 50000, buffer_ring },
+    { "c-buffer-pipeline", 20000, buffer_pipeline },
 };
 enum { NUM_WORKLOADS = sizeof WORKLOADS / sizeof WORKLOADS[0] };
 

@@ -1,6 +1,9 @@
 //! Big buffers, every page of them written: a program's I/O buffers, images, matrices.
 //! One operation is one buffer allocated, written and freed.
 
+use std::collections::VecDeque;
+use std::sync::mpsc::sync_channel;
+
 use super::churn::empty_slots;
 use crate::{Block, Rng};
 
@@ -56,6 +59,50 @@ pub fn buffer_ring(ops: u64) -> u64 {
         *slot = Some(buffer);
     }
     ops
+}
+
+/// Buffers of 64 KiB..1 MiB, every page written, made by one thread and handed in batches
+/// of 16 to another, which keeps the last three batches it received and frees the batch
+/// that leaves them (a decoder's frames, of which the thread that shows them keeps the
+/// last few): every free is a cross-thread free of a medium block. The maker waits for
+/// the free of the batch four before the one it makes, so 64 buffers are live at most
+/// however the threads are scheduled. One operation is one buffer.
+pub fn buffer_pipeline(ops: u64) -> u64 {
+    const BATCH: usize = 16;
+    const KEPT: usize = 3;
+    let batches = (ops as usize / BATCH).max(KEPT + 1);
+    let (tx, rx) = sync_channel::<Vec<Block>>(1);
+    // Freed batches, one message each.
+    let (freed_tx, freed_rx) = sync_channel::<()>(KEPT + 1);
+    std::thread::scope(|s| {
+        s.spawn(move || {
+            let mut kept = VecDeque::with_capacity(KEPT + 1);
+            for batch in rx {
+                kept.push_back(batch);
+                if kept.len() > KEPT {
+                    drop(kept.pop_front());
+                    // The maker, done, no longer waits for the last ones.
+                    let _ = freed_tx.send(());
+                }
+            }
+        });
+        let mut rng = Rng::new(25);
+        for k in 0..batches {
+            if k > KEPT {
+                freed_rx.recv().expect("the freeing thread lives");
+            }
+            let batch = (0..BATCH)
+                .map(|_| {
+                    let mut buffer = Block::new(rng.between((64 << 10, MIB)));
+                    buffer.write_pages();
+                    buffer
+                })
+                .collect();
+            tx.send(batch).expect("the freeing thread lives");
+        }
+        drop(tx);
+    });
+    (batches * BATCH) as u64
 }
 
 /// A ring of 20 zero-filled buffers (`alloc_zeroed`, C's `calloc`) of 5..25 MiB: each

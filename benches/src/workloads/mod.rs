@@ -188,6 +188,7 @@ pub const WORKLOADS: &[Workload] = &[
     Workload::bench("larson-8t", 10_000_000, Run::Session(larson::eight_threads)),
     Workload::bench("thread-pool", 300_000, Run::Once(thread_pool::run)),
     Workload::bench("buffer-ring", 50_000, Run::Once(big::buffer_ring)),
+    Workload::bench("buffer-pipeline", 20_000, Run::Once(big::buffer_pipeline)),
     Workload::soak("phases", phases::plain),
     Workload {
         needs_trim: true,
