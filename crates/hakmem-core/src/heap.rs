@@ -886,12 +886,13 @@ impl Heap {
     /// takes only superslabs with huge pages. One look answers [`Sampled::ASKS`] asks,
     /// and a heap whose spans of wide blocks fall under the threshold looks again past it.
     ///
-    /// A program that writes every page of its plain `malloc` buffers shows it:
-    /// a ring of 250 buffers of 64 KiB..1 MiB (`c-buffer-ring 250`) faulted them in a
-    /// 4 KiB page at a time: 8,123 faults and 2.3x mimalloc 3's time (14.2 ms against 6.2;
-    /// it maps huge pages for everything, at 1.75x the peak), 1,384 faults and 0.92x its
-    /// time this way, at 1.04x the peak (7 alternated runs under `LD_PRELOAD`). Buffers of 16..64 KiB each holding a
-    /// message of 200..4000 B (`c-conn-buffers`) do not, and keep their 4 KiB pages.
+    /// A program that writes every page of its plain `malloc` buffers shows it: a ring of
+    /// 250 buffers of 64 KiB..1 MiB (`c-buffer-ring 250`) faulted them in a 4 KiB page at
+    /// a time, 8,123 faults and 2.3x mimalloc 3's time (14.2 ms against 6.2; it maps huge
+    /// pages for everything, at 1.75x the peak), and 1,384 faults and 0.92x its time this
+    /// way, at 1.04x the peak (7 alternated runs under `LD_PRELOAD`). Buffers of 16..64 KiB
+    /// each holding a message of 200..4000 B (`c-conn-buffers`) do not, and keep their
+    /// 4 KiB pages.
     fn wide_blocks_dense(&self) -> bool {
         let last = self.wide_sampled.get();
         if last.asks_left > 0 {

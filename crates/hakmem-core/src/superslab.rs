@@ -256,9 +256,9 @@ pub fn may_be_sparse(c: Class) -> bool {
 
 /// Whether a heap whose spans of wide blocks ([`is_wide_class`]) hold `wide_spans` bytes
 /// asks for huge pages for the superslabs of wide blocks it takes next (for blocks the
-/// program writes densely only: `Heap::huge_pages_for`, `Heap::wide_blocks_dense`): from the profile's
-/// `wide_huge_pages_from` on (16 MiB, 32 in lean; `config.rs` has what each costs and
-/// gives).
+/// program writes densely only: `Heap::huge_pages_for`, `Heap::wide_blocks_dense`): from
+/// the profile's `wide_huge_pages_from` on (16 MiB, 32 in lean; `config.rs` has what each
+/// costs and gives).
 ///
 /// Counted in spans, not in superslabs: a heap of wide blocks may own many superslabs
 /// that few of them hold (`c-wide-churn`, a thousand slots of 16 B..32 KiB, owns 32 MiB
