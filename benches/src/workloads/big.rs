@@ -81,7 +81,8 @@ pub fn buffer_pipeline(ops: u64) -> u64 {
                 kept.push_back(batch);
                 if kept.len() > KEPT {
                     drop(kept.pop_front());
-                    // The maker, done, no longer waits for the last ones.
+                    // Never blocks (the maker leaves at most two unread) and never fails
+                    // (the receiver outlives this thread); the last one stays unread.
                     let _ = freed_tx.send(());
                 }
             }

@@ -103,11 +103,14 @@ pub struct Heap {
 }
 
 /// What [`Heap::wide_blocks_dense`] found when it last looked at a superslab's pages, and
-/// how many more times it gives that answer before it looks again.
+/// how many more times it gives that answer before it looks again; `probing`: the last
+/// ask was answered "not dense" so that the superslab it took has 4 KiB pages for the next
+/// look.
 #[derive(Clone, Copy)]
 struct Sampled {
     dense: bool,
     asks_left: u8,
+    probing: bool,
 }
 
 impl Sampled {
@@ -115,12 +118,14 @@ impl Sampled {
     const NONE: Sampled = Sampled {
         dense: false,
         asks_left: 0,
+        probing: false,
     };
 
     /// Asks answered from one look: a ring of 64 buffers of 64 KiB..1 MiB, every page
     /// written (`c-buffer-ring`, 55,000 buffers with the warm-up), empties a superslab of
-    /// wide blocks and carves it again 1,106 times: a look at each ask made as many
-    /// `mincore` calls, this many answers to a look 70 (`strace -c`).
+    /// wide blocks and carves it again over a thousand times: a look at each ask made
+    /// 1,106 `mincore` calls (a superslab taken from the pool was asked for twice then),
+    /// one look in 16 asks 33 (`strace -c`).
     const ASKS: u8 = 16;
 }
 
@@ -771,7 +776,7 @@ impl Heap {
         }
         self.link_owned(fresh);
         // SAFETY: an empty superslab we own.
-        unsafe { self.carve(&*fresh, c, Borrow::Resident, fill) }
+        unsafe { self.carve_advised(&*fresh, c, Borrow::Resident, huge) }
     }
 
     /// A span for class `c` carved from the free slabs of the first of our superslabs
@@ -882,9 +887,12 @@ impl Heap {
     /// huge pages to cost little memory, as the newest of its superslabs of wide blocks
     /// whose carved pages show what the program wrote says
     /// ([`crate::superslab::dense_enough`]); not dense while it has none in use, or where
-    /// the OS cannot say. The answer stays that of the superslab sampled while the heap
-    /// takes only superslabs with huge pages. One look answers [`Sampled::ASKS`] asks,
-    /// and a heap whose spans of wide blocks fall under the threshold looks again past it.
+    /// the OS cannot say. One look answers [`Sampled::ASKS`] asks. A heap that takes only
+    /// superslabs with huge pages would go on finding the superslab it sampled, whose
+    /// blocks may be older than the program's habits: when a "dense" expires, the next
+    /// superslab takes 4 KiB pages, and the ask after it looks at that one (where it is
+    /// fresh: one that had huge pages shows none of this, [`SuperSlab::never_huge`]). A
+    /// heap whose spans of wide blocks fall under the threshold looks again past it.
     ///
     /// A program that writes every page of its plain `malloc` buffers shows it: a ring of
     /// 250 buffers of 64 KiB..1 MiB (`c-buffer-ring 250`) faulted them in a 4 KiB page at
@@ -895,33 +903,44 @@ impl Heap {
     /// 4 KiB pages.
     fn wide_blocks_dense(&self) -> bool {
         let last = self.wide_sampled.get();
-        if last.asks_left > 0 {
-            self.wide_sampled.set(Sampled {
+        let next = if last.asks_left > 0 {
+            Sampled {
                 asks_left: last.asks_left - 1,
                 ..last
-            });
-            return last.dense;
-        }
-        let dense = self.sample_wide_blocks();
-        self.wide_sampled.set(Sampled {
-            dense,
-            asks_left: Sampled::ASKS - 1,
-        });
-        dense
+            }
+        } else if last.dense && !last.probing {
+            Sampled {
+                dense: false,
+                asks_left: 0,
+                probing: true,
+            }
+        } else {
+            Sampled {
+                dense: self.sample_wide_blocks(),
+                asks_left: Sampled::ASKS - 1,
+                probing: false,
+            }
+        };
+        self.wide_sampled.set(next);
+        next.dense
     }
 
     /// [`Heap::wide_blocks_dense`]'s look at the pages of the newest superslab of wide
-    /// blocks with 4 KiB pages: one `mincore`.
+    /// blocks that never had huge pages: one `mincore`.
     fn sample_wide_blocks(&self) -> bool {
         let sample = self.owned_superslabs().find(|&ss| {
             // SAFETY: we own it.
             let s = unsafe { &*ss };
-            s.holds_wide() && s.shows_writes() && !s.is_empty()
+            s.holds_wide() && s.never_huge() && !s.is_empty()
         });
+        let Some(ss) = sample else {
+            return false;
+        };
         // SAFETY: we own it.
-        sample
-            .and_then(|ss| unsafe { &*ss }.carved_residency())
-            .is_some_and(|(resident, carved)| crate::superslab::dense_enough(resident, carved))
+        match unsafe { &*ss }.carved_residency() {
+            Some((resident, carved)) => crate::superslab::dense_enough(resident, carved),
+            None => false,
+        }
     }
 
     /// Whether the program writes the pages of the heap's small blocks densely enough for
@@ -977,8 +996,26 @@ impl Heap {
     /// # Safety
     /// We own `s`.
     unsafe fn carve(&self, s: &SuperSlab, c: Class, borrow: Borrow, fill: Fill) -> *mut SlabMeta {
+        let huge = s.is_empty() && self.huge_pages_for(c, fill, self.owned_count.get());
+        // SAFETY: by the caller.
+        unsafe { self.carve_advised(s, c, borrow, huge) }
+    }
+
+    /// [`Heap::carve`] with the huge-page advice for an empty `s` decided by the caller:
+    /// [`Heap::new_slab`] decides it before it takes the superslab, and asking
+    /// [`Heap::huge_pages_for`] again would count a second ask of
+    /// [`Heap::wide_blocks_dense`] for it.
+    ///
+    /// # Safety
+    /// We own `s`.
+    unsafe fn carve_advised(
+        &self,
+        s: &SuperSlab,
+        c: Class,
+        borrow: Borrow,
+        huge: bool,
+    ) -> *mut SlabMeta {
         let empty = s.is_empty();
-        let huge = empty && self.huge_pages_for(c, fill, self.owned_count.get());
         // SAFETY: by the caller.
         let meta = unsafe { s.carve_slab(c, huge, borrow) };
         if !meta.is_null() {
@@ -1376,6 +1413,7 @@ impl Heap {
         self.owned.set(null_mut());
         self.owned_lowest.set(null_mut());
         self.owned_count.set(0);
+        self.wide_sampled.set(Sampled::NONE);
         for (_, p) in self.partial.iter() {
             p.set(null_mut());
         }

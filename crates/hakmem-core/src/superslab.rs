@@ -668,6 +668,13 @@ impl SuperSlab {
         self.advice.get() != Advice::Huge
     }
 
+    /// Whether it never had huge pages since it was mapped: a superslab advised against
+    /// them again ([`Advice::NoHuge`]) keeps the huge pages its blocks in use were faulted
+    /// in with, resident whole whatever the program wrote of them.
+    pub fn never_huge(&self) -> bool {
+        self.advice.get() == Advice::Default
+    }
+
     /// Whether it was carved with 4 KiB pages so far and is not advised against huge pages
     /// ([`SuperSlab::advise_huge_late`] may advise it).
     pub fn may_advise_huge_late(&self) -> bool {
