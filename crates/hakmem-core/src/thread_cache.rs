@@ -809,14 +809,18 @@ impl Drop for KeepErrno {
 /// [`STASH_MAX_BLOCK`] bytes, that the thread gave up (one given up twice, a double free,
 /// is reported when its bitmap bit is found set); each lies in a superslab its heap
 /// owns (a superslab holding a handed-out block stays with its heap until the heap is
-/// retired, and [`teardown`] empties the stash first). `len <= STASH`; all zero is the
-/// empty stash.
+/// retired, and [`teardown`] empties the stash first). `len <= STASH`; `bin` is the
+/// thread's bin of `class` while `len > 0`, null while it is 0; all zero is the empty
+/// stash.
 #[repr(C)]
 struct Stash {
     len: u32,
     class: u32,
     /// Whether the last block offered lay near the one before it ([`Stash::continued_by`]).
     near: bool,
+    /// The bin of `class` while the stash holds blocks: a free into a full bin finds
+    /// whether its block may join the stash with one compare of its bin's address.
+    bin: *mut Bin,
     blocks: [*mut Block; STASH],
 }
 
@@ -890,19 +894,20 @@ fn near(a: *mut u8, b: *mut Block) -> bool {
 }
 
 impl Stash {
-    /// Whether `p`, a block of the class of index `k`, continues the stash: the stash
+    /// Whether `p`, a block whose bin is `bin`, continues the stash: the stash
     /// holds that class and has blocks and room, and `p` is not the second block in a row
     /// to lie near the stash's last one (address order). One near block alone is taken:
     /// in a batch freed at random, one in a few hundred lies near the block before it,
     /// and each of them sent the bin's next 64 frees the bin's way.
     #[inline(always)]
-    fn continued_by(&mut self, k: usize, p: *mut u8) -> bool {
+    fn continued_by(&mut self, bin: *mut Bin, p: *mut u8) -> bool {
         let n = self.len as usize;
-        // One compare for 1 <= n < STASH.
-        if n.wrapping_sub(1) >= STASH - 1 || self.class as usize != k {
+        // The stash holds blocks of the bin's class (`n >= 1`, by the invariant).
+        if self.bin != bin || n >= STASH {
             return false;
         }
-        let near = near(p, self.blocks[n - 1]);
+        // SAFETY: `1 <= n < STASH`.
+        let near = near(p, unsafe { *self.blocks.get_unchecked(n - 1) });
         let in_order = near && self.near;
         self.near = near;
         !in_order
@@ -915,11 +920,14 @@ impl Stash {
         n == 0 || (n == STASH && self.class as usize == c.index())
     }
 
-    /// Add `p` (the caller checked the class and the room).
+    /// Add `p`, a block of the stash's class, to a stash that has room
+    /// ([`Stash::continued_by`] said so).
     #[inline(always)]
     fn add(&mut self, p: *mut u8) {
         let n = self.len as usize;
-        self.blocks[n] = p.cast();
+        debug_assert!(n < STASH);
+        // SAFETY: `n < STASH`, by the caller.
+        unsafe { *self.blocks.get_unchecked_mut(n) = p.cast() };
         self.len = n as u32 + 1;
     }
 }
@@ -934,19 +942,19 @@ impl Stash {
 #[inline(never)]
 unsafe fn free_full<H: ThreadHooks>(p: *mut u8, bin: *mut Bin) {
     let tc = cache();
-    let k = (bin as usize - tc as usize) / core::mem::size_of::<Bin>();
-    if k >= STASHED_CLASSES {
-        // SAFETY: by the caller; the bin overflows as it always did.
-        return unsafe { overflow::<H>(p, bin) };
-    }
     // SAFETY: the thread's own cache, reached in place; no other reference to it lives.
     let s = unsafe { &mut (*tc).stash };
     // A stash with blocks was started with the heap set up (`free_overflow`), so the heap
     // is there to ask.
     // SAFETY: `p` is a handed-out block (by the caller), the heap live while its thread is.
-    if s.continued_by(k, p) && unsafe { (*(*tc).heap).owns(p.cast()) } {
+    if s.continued_by(bin, p) && unsafe { (*(*tc).heap).owns(p.cast()) } {
         s.add(p);
         return;
+    }
+    let k = (bin as usize - tc as usize) / core::mem::size_of::<Bin>();
+    if k >= STASHED_CLASSES {
+        // SAFETY: by the caller; the bin overflows as it always did.
+        return unsafe { overflow::<H>(p, bin) };
     }
     // SAFETY: by the caller; `k` is a class's index (below `STASHED_CLASSES`).
     unsafe { free_overflow::<H>(p, bin, Class::new(k)) }
@@ -974,6 +982,7 @@ unsafe fn free_overflow<H: ThreadHooks>(p: *mut u8, bin: *mut Bin, c: Class) {
         // SAFETY: as above (the flush went through the cache).
         let s = unsafe { &mut (*tc).stash };
         s.class = c.index() as u32;
+        s.bin = bin;
         s.near = false;
         s.add(p);
         return;
@@ -1028,6 +1037,7 @@ unsafe fn empty_stash(tc: *mut ThreadCache, h: *mut Heap) {
         return;
     }
     s.len = 0;
+    s.bin = null_mut();
     // SAFETY: by the stash's invariant, blocks of the class of our superslabs that we
     // gave up; `h` is held.
     unsafe { (*h).give_back_scattered(Class::new(s.class as usize), &s.blocks[..n]) };
