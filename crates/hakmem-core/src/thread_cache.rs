@@ -805,21 +805,19 @@ impl Drop for KeepErrno {
 /// one class at a time, the classes the stash does not hold overflow their bins (7
 /// alternated runs each, throwaway builds).
 ///
-/// Invariant: `blocks[..len]` are blocks of class `class`, of at most
-/// [`STASH_MAX_BLOCK`] bytes, that the thread gave up (one given up twice, a double free,
-/// is reported when its bitmap bit is found set); each lies in a superslab its heap
-/// owns (a superslab holding a handed-out block stays with its heap until the heap is
-/// retired, and [`teardown`] empties the stash first). `len <= STASH`; `bin` is the
-/// thread's bin of `class` while `len > 0`, null while it is 0; all zero is the empty
-/// stash.
+/// Invariant: `bin` is the thread's bin of one class while `len > 0`, null while it is
+/// 0; `blocks[..len]` are blocks of that class, of at most [`STASH_MAX_BLOCK`] bytes,
+/// that the thread gave up (one given up twice, a double free, is reported when its
+/// bitmap bit is found set); each lies in a superslab its heap owns (a superslab holding
+/// a handed-out block stays with its heap until the heap is retired, and [`teardown`]
+/// empties the stash first). `len <= STASH`; all zero is the empty stash.
 #[repr(C)]
 struct Stash {
     len: u32,
-    class: u32,
     /// Whether the last block offered lay near the one before it ([`Stash::continued_by`]).
     near: bool,
-    /// The bin of `class` while the stash holds blocks: a free into a full bin finds
-    /// whether its block may join the stash with one compare of its bin's address.
+    /// The bin of the stash's class (its class: [`class_of_bin`]): a free into a full bin
+    /// finds whether its block may join the stash with one compare of its bin's address.
     bin: *mut Bin,
     blocks: [*mut Block; STASH],
 }
@@ -913,11 +911,11 @@ impl Stash {
         !in_order
     }
 
-    /// Whether a block of class `c` may start the stash anew: the stash is empty, or full
-    /// of `c`'s blocks (it is flushed first).
-    fn restarted_by(&self, c: Class) -> bool {
+    /// Whether a block whose bin is `bin` may start the stash anew: the stash is empty, or
+    /// full of blocks of its class (it is flushed first).
+    fn restarted_by(&self, bin: *mut Bin) -> bool {
         let n = self.len as usize;
-        n == 0 || (n == STASH && self.class as usize == c.index())
+        n == 0 || (n == STASH && self.bin == bin)
     }
 
     /// Add `p`, a block of the stash's class, to a stash that has room
@@ -951,37 +949,35 @@ unsafe fn free_full<H: ThreadHooks>(p: *mut u8, bin: *mut Bin) {
         s.add(p);
         return;
     }
-    let k = (bin as usize - tc as usize) / core::mem::size_of::<Bin>();
-    if k >= STASHED_CLASSES {
+    if (bin as usize - tc as usize) / core::mem::size_of::<Bin>() >= STASHED_CLASSES {
         // SAFETY: by the caller; the bin overflows as it always did.
         return unsafe { overflow::<H>(p, bin) };
     }
-    // SAFETY: by the caller; `k` is a class's index (below `STASHED_CLASSES`).
-    unsafe { free_overflow::<H>(p, bin, Class::new(k)) }
+    // SAFETY: by the caller; the bin's class is one the stash takes.
+    unsafe { free_overflow::<H>(p, bin) }
 }
 
-/// [`free_full`] for a block of class `c` (one the stash may take) that does not
-/// continue the stash: it starts the stash anew (flushing a full one first) when it may,
-/// else it joins its bin, which overflows.
+/// [`free_full`] for a block of a class the stash may take that does not continue the
+/// stash: it starts the stash anew (flushing a full one first) when it may, else it
+/// joins its bin, which overflows.
 ///
 /// # Safety
-/// As for [`push`]; `bin` is `c`'s.
+/// As for [`push`]; `bin`'s class is below [`STASHED_CLASSES`].
 #[inline(never)]
-unsafe fn free_overflow<H: ThreadHooks>(p: *mut u8, bin: *mut Bin, c: Class) {
+unsafe fn free_overflow<H: ThreadHooks>(p: *mut u8, bin: *mut Bin) {
     let tc = cache();
     // SAFETY: the thread's own cache.
     let h = unsafe { (*tc).heap };
     // SAFETY: the thread's own cache, reached in place.
     let s = unsafe { &mut (*tc).stash };
     // SAFETY: `p` is a handed-out block, and `h` this thread's live heap.
-    if s.restarted_by(c) && !h.is_null() && unsafe { (*h).owns(p.cast()) } {
+    if s.restarted_by(bin) && !h.is_null() && unsafe { (*h).owns(p.cast()) } {
         if s.len > 0 {
             // SAFETY: `h` is this thread's heap.
             unsafe { flush_stash::<H>(tc, h) };
         }
         // SAFETY: as above (the flush went through the cache).
         let s = unsafe { &mut (*tc).stash };
-        s.class = c.index() as u32;
         s.bin = bin;
         s.near = false;
         s.add(p);
@@ -1017,8 +1013,8 @@ unsafe fn flush_stash<H: ThreadHooks>(tc: *mut ThreadCache, h: *mut Heap) {
     // SAFETY: this thread's heap.
     let turn = unsafe { (*h).enter() };
     // SAFETY: the thread's own cache and heap, the heap held. The stash holds blocks, so
-    // its class is one.
-    unsafe { note_slow_path(tc, h, Class::new((*tc).stash.class as usize)) };
+    // its bin is one of the thread's.
+    unsafe { note_slow_path(tc, h, class_of_bin((*tc).stash.bin)) };
     // SAFETY: as above.
     unsafe { empty_stash(tc, h) };
     drop(turn);
@@ -1036,11 +1032,12 @@ unsafe fn empty_stash(tc: *mut ThreadCache, h: *mut Heap) {
     if n == 0 {
         return;
     }
+    let c = class_of_bin(s.bin);
     s.len = 0;
     s.bin = null_mut();
-    // SAFETY: by the stash's invariant, blocks of the class of our superslabs that we
+    // SAFETY: by the stash's invariant, blocks of class `c` of our superslabs that we
     // gave up; `h` is held.
-    unsafe { (*h).give_back_scattered(Class::new(s.class as usize), &s.blocks[..n]) };
+    unsafe { (*h).give_back_scattered(c, &s.blocks[..n]) };
 }
 
 /// The free of a block that overflowed its bin.
@@ -1142,11 +1139,12 @@ pub fn note_cached_now() {
         return;
     }
     // SAFETY: the thread's own cache.
-    let (stashed, stash_class) = unsafe { ((*tc).stash.len, (*tc).stash.class as usize) };
+    let (stashed, stash_bin) = unsafe { ((*tc).stash.len, (*tc).stash.bin) };
     for c in Class::all() {
         // SAFETY: the thread's own cache.
-        let mut n = unsafe { bin_of(tc, c).count() };
-        if c.index() == stash_class {
+        let bin = unsafe { bin_of(tc, c) };
+        let mut n = bin.count();
+        if core::ptr::eq(bin, stash_bin) {
             n += stashed;
         }
         // SAFETY: the thread's own heap.

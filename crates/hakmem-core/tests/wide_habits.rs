@@ -5,34 +5,22 @@
 //! own: memory that another test's heap wrote and freed is resident whatever this one
 //! writes of it.
 
-use hakmem_core::{alloc, free};
+use hakmem_core::free;
 
 mod advice;
+mod sparse;
 use advice::{advice_visible, advised_huge};
+use sparse::blocks;
 
 const MIB: usize = 1 << 20;
 const BUFFER: usize = 256 << 10;
 
-/// `total` bytes of 256 KiB buffers from this thread's heap, each written whole or in its
-/// first 100 bytes.
-fn buffers(total: usize, whole: bool) -> Vec<*mut u8> {
-    (0..total / BUFFER)
-        .map(|_| {
-            let p = alloc(BUFFER, 16);
-            assert!(!p.is_null());
-            // SAFETY: a live block of `BUFFER` bytes.
-            unsafe { p.write_bytes(1, if whole { BUFFER } else { 100 }) };
-            p
-        })
-        .collect()
-}
-
 #[test]
 fn wide_blocks_written_in_part_after_dense_ones_go_back_to_4_kib_pages() {
     // 24 MiB written whole, kept: past 16 MiB of spans their superslabs ask for huge pages.
-    let dense = buffers(24 * MIB, true);
+    let dense = blocks(BUFFER, 24 * MIB, false);
     // Then 96 MiB written in part: the answer "dense" lasts 16 superslabs at most.
-    let sparse = buffers(96 * MIB, false);
+    let sparse = blocks(BUFFER, 96 * MIB, true);
     if advice_visible() {
         assert!(
             advised_huge(*dense.last().unwrap() as usize),
