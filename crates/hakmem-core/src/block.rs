@@ -19,7 +19,7 @@ use crate::os;
 use crate::pool;
 use crate::process::Hooks;
 use crate::retain;
-use crate::size_class::{self, block_size, class_for, Class, MIN_ALIGN};
+use crate::size_class::{self, block_size, class_for, Class, MIN_ALIGN, SLAB_SIZE};
 use crate::slab_map;
 use crate::thread_cache::{self, Fill, KeepErrno};
 
@@ -83,8 +83,8 @@ pub fn alloc_cached_aligned(size: usize, align: usize) -> *mut u8 {
         return alloc_cached(size);
     }
     match class_for(size, align) {
-        Some(c) => thread_cache::pop(c),
-        None => core::ptr::null_mut(),
+        Some(c) if align <= SLAB_SIZE => thread_cache::pop(c),
+        _ => core::ptr::null_mut(),
     }
 }
 
@@ -109,15 +109,20 @@ fn alloc_filled<const CHECKED: bool>(size: usize, align: usize, fill: Fill) -> *
 /// [`MIN_ALIGN`] may get a block of a larger medium class when its own bin is empty
 /// ([`thread_cache::alloc`]): a sized free of such a request finds the block's class by
 /// lookup ([`stated_class`], [`dealloc_big`]), as C's `free` does. A checked block keeps
-/// the canary of the class it was asked for.
+/// the canary of the class it was asked for. A request aligned to more than a slab, whose
+/// medium class's blocks start at any slab, gets one that lies at its alignment.
 #[inline(always)]
 fn alloc_small<const CHECKED: bool>(c: Class, align: usize, fill: Fill) -> *mut u8 {
-    let wider_from = if CHECKED || align > MIN_ALIGN {
-        usize::MAX
+    let p = if align > SLAB_SIZE {
+        thread_cache::alloc_aligned::<Hooks>(c, align, fill)
     } else {
-        GROW_LARGE_FROM
+        let wider_from = if CHECKED || align > MIN_ALIGN {
+            usize::MAX
+        } else {
+            GROW_LARGE_FROM
+        };
+        thread_cache::alloc::<Hooks>(c, fill, wider_from)
     };
-    let p = thread_cache::alloc::<Hooks>(c, fill, wider_from);
     if CHECKED && !p.is_null() {
         // SAFETY: a fresh block of class `c`.
         unsafe { checks::arm(p, c) };

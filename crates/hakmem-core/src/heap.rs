@@ -24,7 +24,9 @@ use crate::pool;
 use crate::remote::Block;
 use crate::retain;
 use crate::size_class::{block_size, is_medium, Class, PerClass, NUM_CLASSES, SLAB_SIZE};
-use crate::superslab::{is_wide_class, Borrow, Fit, OwnerId, SlabMeta, SpanGeometry, SuperSlab};
+use crate::superslab::{
+    is_wide_class, span_align, Borrow, Fit, OwnerId, SlabMeta, SpanGeometry, SuperSlab,
+};
 use crate::sync::{AtomicIsize, AtomicPtr, Ordering, SpinGuard, SpinLock};
 use core::cell::Cell;
 use core::ptr::null_mut;
@@ -325,7 +327,7 @@ impl Heap {
     /// caller will write of the block it wants ([`Heap::huge_pages_for`]).
     pub fn refill(&self, c: Class, want: usize, fill: Fill) -> (*mut Block, usize) {
         if is_medium(c) {
-            return self.refill_medium(c, fill);
+            return self.refill_medium(c, span_align(c), fill);
         }
         if let Some(got) = self.take_from_depot(c) {
             return got;
@@ -357,7 +359,7 @@ impl Heap {
             if self.collect_pending(usize::MAX) && !self.partial[c].get().is_null() {
                 continue;
             }
-            let meta = self.new_slab(c, fill);
+            let meta = self.new_slab(c, span_align(c), fill);
             if meta.is_null() {
                 return (null_mut(), 0);
             }
@@ -367,21 +369,35 @@ impl Heap {
     }
 
     /// [`Heap::refill`] of a medium class, whose spans hold one block each and so are
-    /// never partial: a fresh span, carved once the blocks other threads gave back to our
-    /// latest superslabs came home (freeing their spans), from our free slabs, else, once
-    /// the rest of the given-back blocks came home, as [`Heap::new_slab`] finds one.
-    fn refill_medium(&self, c: Class, fill: Fill) -> (*mut Block, usize) {
+    /// never partial: a fresh span at a multiple of `align` slabs, carved once the blocks
+    /// other threads gave back to our latest superslabs came home (freeing their spans),
+    /// from our free slabs, else, once the rest of the given-back blocks came home, as
+    /// [`Heap::new_slab`] finds one.
+    ///
+    /// `align` is the class's own ([`span_align`]: any slab) but for a request aligned to
+    /// more than a slab ([`Heap::refill_aligned`]).
+    fn refill_medium(&self, c: Class, align: usize, fill: Fill) -> (*mut Block, usize) {
         self.collect_pending(LOOK_BEFORE_CARVING);
-        let mut meta = self.carve_owned(c, Borrow::Resident, fill);
+        let mut meta = self.carve_owned(c, align, Borrow::Resident, fill);
         if meta.is_null() {
             self.collect_pending(usize::MAX);
-            meta = self.new_slab(c, fill);
+            meta = self.new_slab(c, align, fill);
         }
         if meta.is_null() {
             return (null_mut(), 0);
         }
         // SAFETY: a span of ours, of class `c`, on no partial list.
         unsafe { self.take_counted(c, &*meta, 1) }
+    }
+
+    /// A fresh block of medium class `c` at a multiple of `align` bytes, a power of two
+    /// over a slab (at most a superslab's half), for a request aligned to that: carved as
+    /// [`Heap::refill`] carves one, from a span placed there. Null when memory is
+    /// exhausted.
+    pub fn refill_aligned(&self, c: Class, align: usize, fill: Fill) -> *mut Block {
+        debug_assert!(is_medium(c) && align.is_power_of_two() && align > SLAB_SIZE);
+        let (b, _) = self.refill_medium(c, align / SLAB_SIZE, fill);
+        b
     }
 
     /// [`SlabMeta::take`] of up to `want` blocks of class `c` from `m`, counted.
@@ -529,12 +545,12 @@ impl Heap {
     /// the depot cost `batch-rev` (200K objects freed together, then allocated again)
     /// 1.07x its time (11 alternated runs); at every superslab taken from the pool,
     /// `large` (medium blocks cycled through one cached superslab) 1.05x (9 runs).
-    fn carve_from_depot(&self, c: Class, fill: Fill) -> *mut SlabMeta {
+    fn carve_from_depot(&self, c: Class, align: usize, fill: Fill) -> *mut SlabMeta {
         // `unused` says none once the round is over, which starts the next one.
         let releases: [fn(Class) -> Option<depot::Batch>; 2] = [depot::unused, depot::untaken];
         for next in releases {
             if self.flush_from_depot(next, usize::MAX) {
-                let meta = self.carve_owned(c, Borrow::Resident, fill);
+                let meta = self.carve_owned(c, align, Borrow::Resident, fill);
                 if !meta.is_null() {
                     return meta;
                 }
@@ -731,8 +747,8 @@ impl Heap {
 
     /// A new slab of class `c`: carved from an owned superslab, else from an adopted or
     /// pooled one. Null when the OS refuses memory.
-    fn new_slab(&self, c: Class, fill: Fill) -> *mut SlabMeta {
-        let meta = self.carve_owned(c, Borrow::Resident, fill);
+    fn new_slab(&self, c: Class, align: usize, fill: Fill) -> *mut SlabMeta {
+        let meta = self.carve_owned(c, align, Borrow::Resident, fill);
         if !meta.is_null() {
             return meta;
         }
@@ -743,7 +759,7 @@ impl Heap {
             }
             self.take_over(adopted);
             // SAFETY: we own it now.
-            let meta = unsafe { self.carve(&*adopted, c, Borrow::Resident, fill) };
+            let meta = unsafe { self.carve(&*adopted, c, align, Borrow::Resident, fill) };
             if !meta.is_null() {
                 return meta;
             }
@@ -757,7 +773,7 @@ impl Heap {
         }
         let grows = pool::would_map();
         if grows {
-            let meta = self.carve_from_depot(c, fill);
+            let meta = self.carve_from_depot(c, align, fill);
             if !meta.is_null() {
                 return meta;
             }
@@ -768,7 +784,7 @@ impl Heap {
         let fresh = pool::acquire(is_wide_class(c), huge);
         if fresh.is_null() {
             // The OS refuses memory: whatever free slabs we have.
-            return self.carve_owned(c, Borrow::Any, fill);
+            return self.carve_owned(c, align, Borrow::Any, fill);
         }
         if grows {
             self.mapped_fresh
@@ -776,7 +792,7 @@ impl Heap {
         }
         self.link_owned(fresh);
         // SAFETY: an empty superslab we own.
-        unsafe { self.carve_advised(&*fresh, c, Borrow::Resident, huge) }
+        unsafe { self.carve_advised(&*fresh, c, align, Borrow::Resident, huge) }
     }
 
     /// A span for class `c` carved from the free slabs of the first of our superslabs
@@ -794,10 +810,11 @@ impl Heap {
     /// medium blocks 12.8 -> 9.6 MiB with the pool's lowest, 7.5 with both. The walk
     /// goes up in order of address and stops at the first that fits
     /// ([`Heap::lowest_fitting`]).
-    fn carve_owned(&self, c: Class, borrow: Borrow, fill: Fill) -> *mut SlabMeta {
-        // SAFETY: we own every superslab on the list.
-        let fits =
-            move |ss: *mut SuperSlab, want: Fit| unsafe { &*ss }.fit(c, borrow) == Some(want);
+    fn carve_owned(&self, c: Class, align: usize, borrow: Borrow, fill: Fill) -> *mut SlabMeta {
+        let fits = move |ss: *mut SuperSlab, want: Fit| {
+            // SAFETY: we own every superslab on the list.
+            unsafe { &*ss }.fit(c, align, borrow) == Some(want)
+        };
         let fitting = |want: Fit| self.owned_superslabs().filter(move |&ss| fits(ss, want));
         let ss = if is_medium(c) {
             self.lowest_fitting(|ss| fits(ss, Fit::Kind))
@@ -809,7 +826,7 @@ impl Heap {
             return null_mut();
         };
         // SAFETY: we own it, and it has room for `c`.
-        unsafe { self.carve(&*ss, c, borrow, fill) }
+        unsafe { self.carve(&*ss, c, align, borrow, fill) }
     }
 
     /// The owned superslab at the lowest address for which `fits` holds: the first, in
@@ -995,10 +1012,17 @@ impl Heap {
     ///
     /// # Safety
     /// We own `s`.
-    unsafe fn carve(&self, s: &SuperSlab, c: Class, borrow: Borrow, fill: Fill) -> *mut SlabMeta {
+    unsafe fn carve(
+        &self,
+        s: &SuperSlab,
+        c: Class,
+        align: usize,
+        borrow: Borrow,
+        fill: Fill,
+    ) -> *mut SlabMeta {
         let huge = s.is_empty() && self.huge_pages_for(c, fill, self.owned_count.get());
         // SAFETY: by the caller.
-        unsafe { self.carve_advised(s, c, borrow, huge) }
+        unsafe { self.carve_advised(s, c, align, borrow, huge) }
     }
 
     /// [`Heap::carve`] with the huge-page advice for an empty `s` decided by the caller:
@@ -1012,12 +1036,13 @@ impl Heap {
         &self,
         s: &SuperSlab,
         c: Class,
+        align: usize,
         borrow: Borrow,
         huge: bool,
     ) -> *mut SlabMeta {
         let empty = s.is_empty();
         // SAFETY: by the caller.
-        let meta = unsafe { s.carve_slab(c, huge, borrow) };
+        let meta = unsafe { s.carve_slab(c, align, huge, borrow) };
         if !meta.is_null() {
             self.add_slab(c, 1);
             if !empty {

@@ -351,7 +351,9 @@ fn class_past_table(size: usize) -> Class {
 /// at a multiple of its size from the start of its span, and spans start on a slab, so
 /// up to a slab (64 KiB) a block size that is a multiple of `align` will do (for 64 bytes,
 /// 192 and 320 as well as 256; the power of two of each doubling always qualifies).
-/// Above, only a power of two, whose span is aligned to its length.
+/// Above a slab, the power of two of `max(size, align)`, a medium class, whose blocks
+/// start at any slab: the allocation takes one that lies at the alignment, from the
+/// thread's cache or carved there.
 #[inline(always)]
 pub fn class_for(size: usize, align: usize) -> Option<Class> {
     if align <= MIN_ALIGN {
@@ -625,21 +627,26 @@ pub fn medium_classes() -> impl Iterator<Item = Class> {
 /// Where a span of class `c` may start: at a multiple of this many slabs, a power of two.
 /// A span of several blocks: [`span_slabs`] rounded up, so that the slab index of any
 /// block in it, rounded down to this, is the span's first slab, with no search. A medium
-/// span, whose one block starts it: any slab (1), unless its length is a power of two,
-/// which it keeps as its alignment, since requests aligned to more than a slab take
-/// those classes ([`class_for`]).
+/// span, whose one block starts it: any slab (1); a request aligned to more than a slab
+/// has its span placed for it ([`class_for`]).
 ///
 /// A medium span at a multiple of its length rounded up left the slabs to the next
 /// multiple to spans that fit there, and only 3 places in a superslab to the spans of
 /// 9 to 16 slabs: a ring of 64 buffers of 64 KiB..1 MiB, every page written, each freed
 /// as the next is allocated (`c-buffer-ring`), peaked at 68.4 MiB, and at 62.7 MiB
-/// this way, at the same speed (9 alternated runs of `c-workloads c-buffer-ring` under
-/// `LD_PRELOAD`; jemalloc 53.5 MiB, mimalloc 2.0.9 65.9); `c-large` and
-/// `c-large-written` peaked the same (54.6 and 76.8 MiB against 54.7 and 77.3).
+/// with any slab for the lengths that are no power of two, at the same speed (9
+/// alternated runs of `c-workloads c-buffer-ring` under `LD_PRELOAD`; jemalloc 53.5 MiB,
+/// mimalloc 2.0.9 65.9); `c-large` and `c-large-written` peaked the same (54.6 and 76.8
+/// MiB against 54.7 and 77.3). The powers of two kept theirs while requests aligned to
+/// more than a slab took them: a 1 MiB span had 4 places in a superslab, 512 KiB 8.
+/// With any slab for those too (and a request aligned to more than a slab given a block
+/// placed for it), the ring peaked at 57.6 MiB against 59.8, in 1.00x the time; the
+/// Rust rows `buffer-ring` 58.0 against 62.2 and `buffer-pipeline` 54.6 against 58.5
+/// (jemalloc 53.4, 53.8 and 51.1; 9 alternated runs of each).
 #[inline]
 pub const fn span_align_slabs(c: Class) -> usize {
     let n = span_slabs(c);
-    if is_medium(c) && !n.is_power_of_two() {
+    if is_medium(c) {
         1
     } else {
         n.next_power_of_two()
@@ -817,21 +824,20 @@ mod tests {
                 };
                 let b = block_size(c);
                 assert!(b >= size.max(align), "{size} {align}");
-                // Every block start, a multiple of `b` from a span that starts on a slab
-                // (or, for a power of two, on a multiple of the span's length), is aligned.
-                let span_align = if b.is_power_of_two() {
-                    span_align_slabs(c) * SLAB_SIZE
-                } else {
-                    SLAB_SIZE
-                };
                 assert_eq!(b % align, 0, "{size} {align}");
-                assert_eq!(span_align % align, 0, "{size} {align}");
-                // No class from the one of `max(size, align)` up to it would have done.
-                if align <= SLAB_SIZE {
-                    let first = class_of_size(size.max(align)).unwrap().index();
-                    for &smaller in &BLOCK_SIZE[first..c.index()] {
-                        assert_ne!(smaller as usize % align, 0, "{size} {align}");
-                    }
+                if align > SLAB_SIZE {
+                    // A medium block, placed at a multiple of `align` when asked so
+                    // (a span of its power-of-two length fits there).
+                    assert!(is_medium(c) && b.is_power_of_two(), "{size} {align}");
+                    assert_eq!(b, size.max(align).next_power_of_two(), "{size} {align}");
+                    continue;
+                }
+                // Every block start, a multiple of `b` from a span that starts on a slab,
+                // is aligned; no class from the one of `max(size, align)` up to it would
+                // have done.
+                let first = class_of_size(size.max(align)).unwrap().index();
+                for &smaller in &BLOCK_SIZE[first..c.index()] {
+                    assert_ne!(smaller as usize % align, 0, "{size} {align}");
                 }
             }
         }
@@ -853,8 +859,7 @@ mod tests {
                 );
             }
             assert!(starting_slabs(c) == span_slabs(c) || block_size(c) > span - SLAB_SIZE);
-            // A medium span may start at any slab (or at a multiple of its power-of-two
-            // length): its block starts it, wherever that is.
+            // A medium span may start at any slab: its block starts it, wherever that is.
             if is_medium(c) {
                 let at = (7 << 22) + 5 * SLAB_SIZE;
                 assert_eq!(block_start_class(at, c.map_entry()), Some(c), "class {c}");
@@ -874,7 +879,7 @@ mod tests {
             let blocks = n * SLAB_SIZE / b;
             assert!((1..=MAX_SPAN_SLABS).contains(&n), "class {c}");
             let align = span_align_slabs(c);
-            if b >= SLAB_SIZE && !n.is_power_of_two() {
+            if b >= SLAB_SIZE {
                 assert_eq!(align, 1, "class {c}");
             } else {
                 assert!(

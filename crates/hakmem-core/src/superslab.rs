@@ -9,8 +9,7 @@
 //! A superslab is a 4 MiB chunk divided into 64 slabs of 64 KiB. Slab 0 holds the header
 //! (only its first two pages are ever touched); any other slab, or a run of 2 to 16 slabs
 //! (a *span*, starting at a multiple of its length rounded up to a power of two, or at
-//! any slab for a medium span, whose one block starts it, unless its length is a power of
-//! two: [`span_align_slabs`]), serves
+//! any slab for a medium span, whose one block starts it: [`span_align_slabs`]), serves
 //! one size class at a time, whatever the class: all classes share one pool of
 //! superslabs. The metadata of a span lives in the [`SlabMeta`] of its first slab.
 //!
@@ -328,6 +327,13 @@ static SPAN: PerClass<u8> = per_class!(span_slabs);
 /// Span alignment of each class ([`span_align_slabs`]), as a table for the free path.
 static SPAN_ALIGN: PerClass<u8> = per_class!(span_align_slabs);
 
+/// Where a span of class `c` may start: at a multiple of this many slabs
+/// ([`span_align_slabs`]).
+#[inline]
+pub fn span_align(c: Class) -> usize {
+    SPAN_ALIGN[c] as usize
+}
+
 /// Whether blocks of class `c` are *wide*: over 8 KiB, a slab of 2 to 7 of them (up to
 /// 32 KiB) or a span of several slabs. They have superslabs of their own
 /// ([`SuperSlab::holds_wide`]), and take another's slabs only as [`SuperSlab::fit`] says.
@@ -507,10 +513,11 @@ impl SuperSlab {
         self.advice.set(want);
     }
 
-    /// How [`SuperSlab::carve_slab`] would give a span for class `c`, taking what
-    /// `borrow` allows of a superslab of the other kind, if it would (owner only).
-    pub fn fit(&self, c: Class, borrow: Borrow) -> Option<Fit> {
-        self.room_for(c, borrow).map(|(_, fit)| fit)
+    /// How [`SuperSlab::carve_slab`] would give a span for class `c` at a multiple of
+    /// `align` slabs, taking what `borrow` allows of a superslab of the other kind, if it
+    /// would (owner only).
+    pub fn fit(&self, c: Class, align: usize, borrow: Borrow) -> Option<Fit> {
+        self.room_for(c, align, borrow).map(|(_, fit)| fit)
     }
 
     /// The first slab of the span [`SuperSlab::carve_slab`] would carve for class `c`,
@@ -530,7 +537,7 @@ impl SuperSlab {
     /// address-space limit (`hakmem-cabi/oom`) otherwise left the given-back slabs of the
     /// superslabs that wide blocks kept from emptying unused: 130 blocks where the first
     /// fill had 138.
-    fn room_for(&self, c: Class, borrow: Borrow) -> Option<(usize, Fit)> {
+    fn room_for(&self, c: Class, align: usize, borrow: Borrow) -> Option<(usize, Fit)> {
         let (slabs, fit) = if self.is_empty() || self.wide.get() == is_wide_class(c) {
             (self.free_slabs.get(), Fit::Kind)
         } else if !is_wide_class(c) {
@@ -540,19 +547,30 @@ impl SuperSlab {
         } else {
             (self.dirty.get(), Fit::OtherKind)
         };
-        let first = find_span(slabs, SPAN[c] as usize, SPAN_ALIGN[c] as usize)?;
+        debug_assert!(
+            align % span_align(c) == 0,
+            "an alignment the class's spans lack"
+        );
+        let first = find_span(slabs, SPAN[c] as usize, align)?;
         Some((first, fit))
     }
 
-    /// Carve a span for class `c` out of the free slabs ([`SuperSlab::fit`] says how);
+    /// Carve a span for class `c` at a multiple of `align` slabs (a power of two, a
+    /// multiple of [`span_align`]) out of the free slabs ([`SuperSlab::fit`] says how);
     /// null if there is no room. An empty superslab takes the kind of `c`, and asks for
     /// huge pages when `huge` says so (the carving heap's choice, [`huge_pages_pay`] and
     /// [`wide_huge_pages_pay`]), for none otherwise.
     ///
     /// # Safety
     /// The caller owns this superslab (or holds it alone, fresh from the pool).
-    pub unsafe fn carve_slab(&self, c: Class, huge: bool, borrow: Borrow) -> *mut SlabMeta {
-        let Some((first, _)) = self.room_for(c, borrow) else {
+    pub unsafe fn carve_slab(
+        &self,
+        c: Class,
+        align: usize,
+        huge: bool,
+        borrow: Borrow,
+    ) -> *mut SlabMeta {
+        let Some((first, _)) = self.room_for(c, align, borrow) else {
             return null_mut();
         };
         let n = SPAN[c] as usize;
@@ -890,9 +908,9 @@ fn span_mask(first: usize, n: usize) -> u64 {
 }
 
 /// First index of `n` (at most 32) free slabs starting at a multiple of `align` (a power
-/// of two at least `n`, at most 32, or 1: anywhere), in O(log n).
+/// of two, at most 32; 1: anywhere), in O(log n).
 fn find_span(free: u64, n: usize, align: usize) -> Option<usize> {
-    debug_assert!(align.is_power_of_two() && (align >= n || align == 1) && n >= 1);
+    debug_assert!(align.is_power_of_two() && n >= 1);
     debug_assert!(align <= 32 && n <= 32);
     let mut m = free;
     // Fold: after each step, bit i says slabs i..i+width are all free (shifting brings
@@ -1238,31 +1256,48 @@ mod tests {
         unsafe {
             let ss = &*SuperSlab::init(chunk, false);
             assert_eq!(
-                ss.fit(wide, Borrow::Resident),
+                ss.fit(wide, span_align(wide), Borrow::Resident),
                 Some(Fit::Kind),
                 "an empty superslab takes any kind"
             );
-            let metas: [&SlabMeta; 3] =
-                core::array::from_fn(|_| &*ss.carve_slab(small, true, Borrow::Resident));
-            assert_eq!(ss.fit(wide, Borrow::Resident), None, "never-used slabs");
-            assert_eq!(ss.fit(other_small, Borrow::Resident), Some(Fit::Kind));
+            let metas: [&SlabMeta; 3] = core::array::from_fn(|_| {
+                &*ss.carve_slab(small, span_align(small), true, Borrow::Resident)
+            });
+            assert_eq!(
+                ss.fit(wide, span_align(wide), Borrow::Resident),
+                None,
+                "never-used slabs"
+            );
+            assert_eq!(
+                ss.fit(other_small, span_align(other_small), Borrow::Resident),
+                Some(Fit::Kind)
+            );
             // Two adjacent slabs, aligned for a span of two, given back: resident.
             let _ = ss.release_slab(metas[1]);
             let _ = ss.release_slab(metas[2]);
-            assert_eq!(ss.fit(wide, Borrow::Resident), Some(Fit::OtherKind));
-            let span = &*ss.carve_slab(wide, false, Borrow::Resident);
+            assert_eq!(
+                ss.fit(wide, span_align(wide), Borrow::Resident),
+                Some(Fit::OtherKind)
+            );
+            let span = &*ss.carve_slab(wide, span_align(wide), false, Borrow::Resident);
             assert_eq!(ss.index_of(span), 2);
-            assert_eq!(ss.fit(wide, Borrow::Resident), None);
+            assert_eq!(ss.fit(wide, span_align(wide), Borrow::Resident), None);
             assert!(!ss.holds_wide(), "the superslab keeps its kind");
             // Given back, the slabs are not resident: taken only when the OS refuses
             // memory.
             let _ = ss.release_slab(span);
             assert_eq!(ss.decommit_free(os::Decommit::Now, false), 2 * SLAB_SIZE);
-            assert_eq!(ss.fit(wide, Borrow::Resident), None);
-            assert_eq!(ss.fit(wide, Borrow::Any), Some(Fit::OtherKind));
-            let span = &*ss.carve_slab(wide, false, Borrow::Any);
+            assert_eq!(ss.fit(wide, span_align(wide), Borrow::Resident), None);
+            assert_eq!(
+                ss.fit(wide, span_align(wide), Borrow::Any),
+                Some(Fit::OtherKind)
+            );
+            let span = &*ss.carve_slab(wide, span_align(wide), false, Borrow::Any);
             assert_eq!(ss.index_of(span), 2);
-            assert_eq!(ss.fit(small, Borrow::Any), Some(Fit::Kind));
+            assert_eq!(
+                ss.fit(small, span_align(small), Borrow::Any),
+                Some(Fit::Kind)
+            );
             crate::os::unmap(chunk, CHUNK_SIZE);
         }
     }
@@ -1277,7 +1312,7 @@ mod tests {
             assert!(ss.is_empty());
             let c = crate::size_class::class_of_size(48).unwrap();
             let g = SpanGeometry::of(c);
-            let meta = &*ss.carve_slab(c, false, Borrow::Resident);
+            let meta = &*ss.carve_slab(c, span_align(c), false, Borrow::Resident);
             let cap = SLAB_SIZE / 48;
             let (first, n) = meta.take(10);
             assert_eq!(n, 10);
@@ -1337,7 +1372,7 @@ mod tests {
             assert_eq!(meta.used() as usize, cap);
             // A span released with bits set is carved again with none: its blocks are
             // carved from its start.
-            let other = &*ss.carve_slab(c, false, Borrow::Resident);
+            let other = &*ss.carve_slab(c, span_align(c), false, Borrow::Resident);
             let (b, n) = other.take(4);
             assert_eq!(n, 4);
             let mut p = b;
@@ -1348,7 +1383,7 @@ mod tests {
             }
             assert_eq!((other.used(), other.bits_len.get()), (0, 4));
             let _ = ss.release_slab(other);
-            let again = &*ss.carve_slab(c, false, Borrow::Resident);
+            let again = &*ss.carve_slab(c, span_align(c), false, Borrow::Resident);
             assert!(core::ptr::eq(again, other));
             assert_eq!(again.take(usize::MAX), (b, cap));
             let words = &ss.free_bits[ss.index_of(again)];
@@ -1361,6 +1396,39 @@ mod tests {
             assert_eq!(ss.decommit_free(os::Decommit::Now, true), 0);
             assert_eq!(ss.decommit_free(os::Decommit::Now, true), SLAB_SIZE);
             assert_eq!(ss.decommit_free(os::Decommit::Now, false), 0);
+            crate::os::unmap(chunk, CHUNK_SIZE);
+        }
+    }
+
+    #[test]
+    fn medium_spans_start_at_any_slab_unless_asked_otherwise() {
+        let chunk = crate::os::map_aligned(CHUNK_SIZE, CHUNK_SIZE);
+        assert!(!chunk.is_null());
+        let one = crate::size_class::class_of_size(SLAB_SIZE).unwrap();
+        let mib = crate::size_class::class_of_size(16 * SLAB_SIZE).unwrap();
+        // SAFETY: a fresh chunk that only this test uses.
+        unsafe {
+            let ss = &*SuperSlab::init(chunk, false);
+            let first = &*ss.carve_slab(one, span_align(one), false, Borrow::Resident);
+            assert_eq!(ss.index_of(first), 1);
+            // A 1 MiB span right after it, where a span at a multiple of its length
+            // would leave slabs 2..16 to smaller ones.
+            let plain = &*ss.carve_slab(mib, span_align(mib), false, Borrow::Resident);
+            assert_eq!(ss.index_of(plain), 2);
+            // One asked at a multiple of 1 MiB takes the next such place.
+            let aligned = &*ss.carve_slab(mib, 16, false, Borrow::Resident);
+            assert_eq!(ss.index_of(aligned), 32);
+            assert_eq!(ss.slab_start(32) % (1 << 20), 0);
+            let again = &*ss.carve_slab(mib, 16, false, Borrow::Resident);
+            assert_eq!(ss.index_of(again), 48);
+            // Slabs 18..32 are free: room for 14 slabs anywhere, none for 16.
+            let fourteen = crate::size_class::class_of_size(14 * SLAB_SIZE).unwrap();
+            assert_eq!(span_slabs(fourteen), 14);
+            assert_eq!(ss.fit(mib, span_align(mib), Borrow::Resident), None);
+            assert_eq!(
+                ss.fit(fourteen, span_align(fourteen), Borrow::Resident),
+                Some(Fit::Kind)
+            );
             crate::os::unmap(chunk, CHUNK_SIZE);
         }
     }

@@ -125,6 +125,7 @@ use crate::retain;
 use crate::size_class::{
     block_size, is_medium, medium_classes, Class, MapByte, PerClass, BLOCK_SIZE, NUM_CLASSES,
 };
+use crate::sync::SpinGuard;
 use crate::tls;
 use core::ptr::null_mut;
 
@@ -674,6 +675,62 @@ fn pop_larger(c: Class) -> *mut u8 {
     }
 }
 
+/// A block of medium class `c` at a multiple of `align` bytes (a power of two over a slab,
+/// at most the block's size: [`crate::size_class::class_for`]), which the caller will
+/// write as `fill` says: the first in the bin of `c` that lies there, else one the heap
+/// carves there ([`Heap::refill_aligned`]). Null when memory is exhausted.
+///
+/// A medium block starts at any slab, so that the spans of 1 MiB blocks have more than
+/// 4 places in a superslab; a bin of a medium class holds a few blocks at most
+/// ([`config::MEDIUM_BIN_BYTES`]), a short walk.
+#[cold]
+#[inline(never)]
+pub fn alloc_aligned<H: ThreadHooks>(c: Class, align: usize, fill: Fill) -> *mut u8 {
+    let b = take_aligned(c, align);
+    if !b.is_null() {
+        return b;
+    }
+    let Some((_, h, turn)) = enter_heap::<H>(c) else {
+        return null_mut();
+    };
+    // SAFETY: this thread's heap, held.
+    let mut b = unsafe { (*h).refill_aligned(c, align, fill) };
+    if b.is_null() {
+        // The OS refused memory: give back what the caches hold, and try once more.
+        drop(turn);
+        trim::<H>();
+        // SAFETY: as above.
+        let _turn = unsafe { (*h).enter() };
+        // SAFETY: as above.
+        b = unsafe { (*h).refill_aligned(c, align, fill) };
+    }
+    retain::wake_if_wanted();
+    b.cast()
+}
+
+/// The first block in the bin of `c` at a multiple of `align`, unlinked; null if none.
+fn take_aligned(c: Class, align: usize) -> *mut u8 {
+    // SAFETY: the thread's own cache, which no other reference reaches meanwhile.
+    let bin = unsafe { bin_of(cache(), c) };
+    let mut link: *mut *mut Block = &raw mut bin.head;
+    loop {
+        // SAFETY: `link` is the bin's head or the link word of a block in it, free and
+        // the cache's alone.
+        let b = unsafe { *link };
+        if b.is_null() {
+            return null_mut();
+        }
+        if b as usize % align == 0 {
+            // SAFETY: as above; `b` is linked in the bin.
+            unsafe { *link = (*b).next };
+            bin.room += 1;
+            return b.cast();
+        }
+        // SAFETY: `b` is a free block of the bin, linked through its first word.
+        link = unsafe { &raw mut (*b).next };
+    }
+}
+
 #[cold]
 #[inline(never)]
 fn alloc_slow<H: ThreadHooks>(c: Class, fill: Fill, wider_from: usize) -> *mut u8 {
@@ -688,17 +745,28 @@ fn alloc_slow<H: ThreadHooks>(c: Class, fill: Fill, wider_from: usize) -> *mut u
     b
 }
 
-/// [`alloc_slow`] with the heap held: refill the bin of class `c` and take a block.
-fn refill_bin<H: ThreadHooks>(c: Class, fill: Fill) -> *mut u8 {
+/// This thread's cache and heap (set up if need be), the heap held and the slow-path
+/// visit of class `c` counted ([`note_slow_path`]); `None` when no heap can be had.
+fn enter_heap<H: ThreadHooks>(
+    c: Class,
+) -> Option<(*mut ThreadCache, *mut Heap, SpinGuard<'static, ()>)> {
     let tc = cache();
     let h = heap::<H>(tc);
     if h.is_null() {
-        return null_mut();
+        return None;
     }
-    // SAFETY: this thread's heap.
-    let turn = unsafe { (*h).enter() };
+    // SAFETY: this thread's heap; heaps are never unmapped.
+    let turn = unsafe { &*h }.enter();
     // SAFETY: `tc` and `h` are this thread's.
     unsafe { note_slow_path(tc, h, c) };
+    Some((tc, h, turn))
+}
+
+/// [`alloc_slow`] with the heap held: refill the bin of class `c` and take a block.
+fn refill_bin<H: ThreadHooks>(c: Class, fill: Fill) -> *mut u8 {
+    let Some((tc, h, turn)) = enter_heap::<H>(c) else {
+        return null_mut();
+    };
     // SAFETY: the thread's own cache.
     let bin = unsafe { bin_of(tc, c) };
     if !bin.head.is_null() {

@@ -269,6 +269,41 @@ fn alignments_up_to_2_mib_are_honoured() {
     );
 }
 
+/// A request aligned to more than a slab (64 KiB) gets a block of a medium class, whose
+/// blocks start at any slab: one at its alignment, even when the thread's cache holds
+/// blocks of the class that lie elsewhere (the one freed last comes first otherwise).
+#[test]
+fn over_a_slab_aligned_requests_pass_over_cached_blocks_that_lie_elsewhere() {
+    for align in [128 << 10, 256 << 10, 512 << 10, MIB] {
+        // Plain blocks of the class, each after a 64 KiB one, until one lies off the
+        // alignment.
+        let mut plain = vec![];
+        let mut spacers = vec![];
+        while plain
+            .last()
+            .is_none_or(|&p: &*mut u8| p as usize % align == 0)
+        {
+            assert!(
+                plain.len() < 64,
+                "{align}: every plain block at the alignment"
+            );
+            spacers.push(alloc(64 << 10, 16));
+            plain.push(alloc(align, 16));
+        }
+        // The one off the alignment freed last: the head of its bin.
+        for &p in plain.iter().rev() {
+            // SAFETY: a live block made with `(align, 16)`.
+            unsafe { dealloc(p, align, 16) };
+        }
+        let q = filled(align / 2, align, 3);
+        check_and_free(q, align / 2, align, 3);
+        for p in spacers {
+            // SAFETY: a live block made with `(64 KiB, 16)`.
+            unsafe { dealloc(p, 64 << 10, 16) };
+        }
+    }
+}
+
 /// Fill `p` (a fresh block of `size` bytes) with `id`'s pattern and return it.
 fn filled_in(p: *mut u8, size: usize, id: u64) -> *mut u8 {
     // SAFETY: by the caller.
