@@ -53,7 +53,8 @@ pub fn memalign_impl(align: usize, size: usize) -> *mut c_void {
 }
 
 /// A block of `size` bytes aligned to `align` (a power of two), `ENOMEM` on failure: from
-/// the thread's cache when it has one of the class, as `malloc`'s fast path.
+/// the thread's cache when it has one of the class, as `malloc`'s fast path (up to a
+/// slab's alignment: `hakmem_core::alloc_cached_aligned`).
 #[inline(always)]
 fn alloc_aligned(size: usize, align: usize) -> *mut c_void {
     let p = malloc::cached(size, align);

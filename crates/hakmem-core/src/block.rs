@@ -75,8 +75,9 @@ fn is_large_block(p: *mut u8) -> bool {
 }
 
 /// [`alloc_cached`] for any alignment (a power of two): a block of the class that serves
-/// `(size, align)` from the thread's cache; null when the cache has none or the request
-/// is not small. An alignment of 16 or less is [`alloc_cached`]'s request.
+/// `(size, align)` from the thread's cache; null when the cache has none, the request is
+/// not small, or it is aligned to more than a slab (the slow path finds it a block that
+/// lies there). An alignment of 16 or less is [`alloc_cached`]'s request.
 #[inline(always)]
 pub fn alloc_cached_aligned(size: usize, align: usize) -> *mut u8 {
     if align <= MIN_ALIGN {

@@ -369,19 +369,19 @@ impl Heap {
     }
 
     /// [`Heap::refill`] of a medium class, whose spans hold one block each and so are
-    /// never partial: a fresh span at a multiple of `align` slabs, carved once the blocks
-    /// other threads gave back to our latest superslabs came home (freeing their spans),
-    /// from our free slabs, else, once the rest of the given-back blocks came home, as
-    /// [`Heap::new_slab`] finds one.
+    /// never partial: a fresh span at a multiple of `align_slabs` slabs, carved once the
+    /// blocks other threads gave back to our latest superslabs came home (freeing their
+    /// spans), from our free slabs, else, once the rest of the given-back blocks came
+    /// home, as [`Heap::new_slab`] finds one.
     ///
-    /// `align` is the class's own ([`span_align`]: any slab) but for a request aligned to
-    /// more than a slab ([`Heap::refill_aligned`]).
-    fn refill_medium(&self, c: Class, align: usize, fill: Fill) -> (*mut Block, usize) {
+    /// `align_slabs` is the class's own ([`span_align`]: any slab) but for a request
+    /// aligned to more than a slab ([`Heap::refill_aligned`]).
+    fn refill_medium(&self, c: Class, align_slabs: usize, fill: Fill) -> (*mut Block, usize) {
         self.collect_pending(LOOK_BEFORE_CARVING);
-        let mut meta = self.carve_owned(c, align, Borrow::Resident, fill);
+        let mut meta = self.carve_owned(c, align_slabs, Borrow::Resident, fill);
         if meta.is_null() {
             self.collect_pending(usize::MAX);
-            meta = self.new_slab(c, align, fill);
+            meta = self.new_slab(c, align_slabs, fill);
         }
         if meta.is_null() {
             return (null_mut(), 0);
@@ -545,12 +545,12 @@ impl Heap {
     /// the depot cost `batch-rev` (200K objects freed together, then allocated again)
     /// 1.07x its time (11 alternated runs); at every superslab taken from the pool,
     /// `large` (medium blocks cycled through one cached superslab) 1.05x (9 runs).
-    fn carve_from_depot(&self, c: Class, align: usize, fill: Fill) -> *mut SlabMeta {
+    fn carve_from_depot(&self, c: Class, align_slabs: usize, fill: Fill) -> *mut SlabMeta {
         // `unused` says none once the round is over, which starts the next one.
         let releases: [fn(Class) -> Option<depot::Batch>; 2] = [depot::unused, depot::untaken];
         for next in releases {
             if self.flush_from_depot(next, usize::MAX) {
-                let meta = self.carve_owned(c, align, Borrow::Resident, fill);
+                let meta = self.carve_owned(c, align_slabs, Borrow::Resident, fill);
                 if !meta.is_null() {
                     return meta;
                 }
@@ -745,10 +745,10 @@ impl Heap {
         found
     }
 
-    /// A new slab of class `c`: carved from an owned superslab, else from an adopted or
-    /// pooled one. Null when the OS refuses memory.
-    fn new_slab(&self, c: Class, align: usize, fill: Fill) -> *mut SlabMeta {
-        let meta = self.carve_owned(c, align, Borrow::Resident, fill);
+    /// A new slab of class `c`, at a multiple of `align_slabs` slabs: carved from an owned
+    /// superslab, else from an adopted or pooled one. Null when the OS refuses memory.
+    fn new_slab(&self, c: Class, align_slabs: usize, fill: Fill) -> *mut SlabMeta {
+        let meta = self.carve_owned(c, align_slabs, Borrow::Resident, fill);
         if !meta.is_null() {
             return meta;
         }
@@ -759,12 +759,14 @@ impl Heap {
             }
             self.take_over(adopted);
             // SAFETY: we own it now.
-            let meta = unsafe { self.carve(&*adopted, c, align, Borrow::Resident, fill) };
+            let meta = unsafe { self.carve(&*adopted, c, align_slabs, Borrow::Resident, fill) };
             if !meta.is_null() {
                 return meta;
             }
             if !self.partial[c].get().is_null() {
-                // The adopted superslab had partial slabs of our class: use one.
+                // The adopted superslab had partial slabs of our class: use one (never a
+                // medium span, which holds one block, so never one to place).
+                debug_assert!(!is_medium(c));
                 let m = self.partial[c].get();
                 // SAFETY: on our partial list.
                 self.unlink_partial(c, unsafe { &*m });
@@ -773,7 +775,7 @@ impl Heap {
         }
         let grows = pool::would_map();
         if grows {
-            let meta = self.carve_from_depot(c, align, fill);
+            let meta = self.carve_from_depot(c, align_slabs, fill);
             if !meta.is_null() {
                 return meta;
             }
@@ -784,7 +786,7 @@ impl Heap {
         let fresh = pool::acquire(is_wide_class(c), huge);
         if fresh.is_null() {
             // The OS refuses memory: whatever free slabs we have.
-            return self.carve_owned(c, align, Borrow::Any, fill);
+            return self.carve_owned(c, align_slabs, Borrow::Any, fill);
         }
         if grows {
             self.mapped_fresh
@@ -792,7 +794,7 @@ impl Heap {
         }
         self.link_owned(fresh);
         // SAFETY: an empty superslab we own.
-        unsafe { self.carve_advised(&*fresh, c, align, Borrow::Resident, huge) }
+        unsafe { self.carve_advised(&*fresh, c, align_slabs, Borrow::Resident, huge) }
     }
 
     /// A span for class `c` carved from the free slabs of the first of our superslabs
@@ -810,10 +812,16 @@ impl Heap {
     /// medium blocks 12.8 -> 9.6 MiB with the pool's lowest, 7.5 with both. The walk
     /// goes up in order of address and stops at the first that fits
     /// ([`Heap::lowest_fitting`]).
-    fn carve_owned(&self, c: Class, align: usize, borrow: Borrow, fill: Fill) -> *mut SlabMeta {
+    fn carve_owned(
+        &self,
+        c: Class,
+        align_slabs: usize,
+        borrow: Borrow,
+        fill: Fill,
+    ) -> *mut SlabMeta {
         let fits = move |ss: *mut SuperSlab, want: Fit| {
             // SAFETY: we own every superslab on the list.
-            unsafe { &*ss }.fit(c, align, borrow) == Some(want)
+            unsafe { &*ss }.fit(c, align_slabs, borrow) == Some(want)
         };
         let fitting = |want: Fit| self.owned_superslabs().filter(move |&ss| fits(ss, want));
         let ss = if is_medium(c) {
@@ -826,7 +834,7 @@ impl Heap {
             return null_mut();
         };
         // SAFETY: we own it, and it has room for `c`.
-        unsafe { self.carve(&*ss, c, align, borrow, fill) }
+        unsafe { self.carve(&*ss, c, align_slabs, borrow, fill) }
     }
 
     /// The owned superslab at the lowest address for which `fits` holds: the first, in
@@ -1016,13 +1024,13 @@ impl Heap {
         &self,
         s: &SuperSlab,
         c: Class,
-        align: usize,
+        align_slabs: usize,
         borrow: Borrow,
         fill: Fill,
     ) -> *mut SlabMeta {
         let huge = s.is_empty() && self.huge_pages_for(c, fill, self.owned_count.get());
         // SAFETY: by the caller.
-        unsafe { self.carve_advised(s, c, align, borrow, huge) }
+        unsafe { self.carve_advised(s, c, align_slabs, borrow, huge) }
     }
 
     /// [`Heap::carve`] with the huge-page advice for an empty `s` decided by the caller:
@@ -1036,13 +1044,13 @@ impl Heap {
         &self,
         s: &SuperSlab,
         c: Class,
-        align: usize,
+        align_slabs: usize,
         borrow: Borrow,
         huge: bool,
     ) -> *mut SlabMeta {
         let empty = s.is_empty();
         // SAFETY: by the caller.
-        let meta = unsafe { s.carve_slab(c, align, huge, borrow) };
+        let meta = unsafe { s.carve_slab(c, align_slabs, huge, borrow) };
         if !meta.is_null() {
             self.add_slab(c, 1);
             if !empty {

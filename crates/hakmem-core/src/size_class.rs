@@ -23,8 +23,9 @@
 //!   header room from 1 KiB to 8 KiB wastes under 2 % (a 4097 B one in 4160 B, 1.5 %).
 //!
 //! Every power of two from 16 to 1 MiB is a class, and a block sits at a multiple of its
-//! size inside its slab span (spans are 64 KiB aligned, and a power-of-two class's to its
-//! length), which is how alignments above 16 are served (see [`class_for`]).
+//! size inside its slab span (spans are 64 KiB aligned), which is how alignments above 16
+//! and up to a slab are served; a request aligned to more gets a medium block placed for
+//! it (see [`class_for`]).
 
 /// Largest size served from slabs; anything larger is a large mapping.
 pub const MAX_SMALL_SIZE: usize = 1024 * 1024;
@@ -38,8 +39,8 @@ pub const MIN_ALIGN: usize = 16;
 /// log2 of [`SLAB_SIZE`].
 pub const SLAB_SHIFT: usize = 16;
 /// A slab: the unit a superslab is carved into; spans are 1 to [`MAX_SPAN_SLABS`] of
-/// them, aligned to their length rounded up to a power of two, or, a medium span whose
-/// length is none, to a slab ([`span_align_slabs`]).
+/// them, aligned to their length rounded up to a power of two, or, a medium span, to a
+/// slab ([`span_align_slabs`]).
 pub const SLAB_SIZE: usize = 1 << SLAB_SHIFT;
 
 /// A size class. Invariant: its index is below [`NUM_CLASSES`] (held in a `usize`, so

@@ -391,8 +391,9 @@ impl SpanGeometry {
     }
 
     /// The start of the span holding the block at `addr`: spans start at a multiple of
-    /// their alignment, a power of two at least their length, and never cross a
-    /// superslab; a medium span aligned to a slab alone starts at its one block.
+    /// their alignment and never cross a superslab; a span of several blocks is aligned
+    /// to a power of two at least its length, and a medium span, aligned to a slab,
+    /// starts at its one block.
     #[inline(always)]
     fn start(&self, addr: usize) -> usize {
         addr & !(self.align - 1)
@@ -514,10 +515,10 @@ impl SuperSlab {
     }
 
     /// How [`SuperSlab::carve_slab`] would give a span for class `c` at a multiple of
-    /// `align` slabs, taking what `borrow` allows of a superslab of the other kind, if it
-    /// would (owner only).
-    pub fn fit(&self, c: Class, align: usize, borrow: Borrow) -> Option<Fit> {
-        self.room_for(c, align, borrow).map(|(_, fit)| fit)
+    /// `align_slabs` slabs, taking what `borrow` allows of a superslab of the other kind,
+    /// if it would (owner only).
+    pub fn fit(&self, c: Class, align_slabs: usize, borrow: Borrow) -> Option<Fit> {
+        self.room_for(c, align_slabs, borrow).map(|(_, fit)| fit)
     }
 
     /// The first slab of the span [`SuperSlab::carve_slab`] would carve for class `c`,
@@ -537,7 +538,7 @@ impl SuperSlab {
     /// address-space limit (`hakmem-cabi/oom`) otherwise left the given-back slabs of the
     /// superslabs that wide blocks kept from emptying unused: 130 blocks where the first
     /// fill had 138.
-    fn room_for(&self, c: Class, align: usize, borrow: Borrow) -> Option<(usize, Fit)> {
+    fn room_for(&self, c: Class, align_slabs: usize, borrow: Borrow) -> Option<(usize, Fit)> {
         let (slabs, fit) = if self.is_empty() || self.wide.get() == is_wide_class(c) {
             (self.free_slabs.get(), Fit::Kind)
         } else if !is_wide_class(c) {
@@ -548,14 +549,14 @@ impl SuperSlab {
             (self.dirty.get(), Fit::OtherKind)
         };
         debug_assert!(
-            align % span_align(c) == 0,
+            align_slabs % span_align(c) == 0,
             "an alignment the class's spans lack"
         );
-        let first = find_span(slabs, SPAN[c] as usize, align)?;
+        let first = find_span(slabs, SPAN[c] as usize, align_slabs)?;
         Some((first, fit))
     }
 
-    /// Carve a span for class `c` at a multiple of `align` slabs (a power of two, a
+    /// Carve a span for class `c` at a multiple of `align_slabs` slabs (a power of two, a
     /// multiple of [`span_align`]) out of the free slabs ([`SuperSlab::fit`] says how);
     /// null if there is no room. An empty superslab takes the kind of `c`, and asks for
     /// huge pages when `huge` says so (the carving heap's choice, [`huge_pages_pay`] and
@@ -566,11 +567,11 @@ impl SuperSlab {
     pub unsafe fn carve_slab(
         &self,
         c: Class,
-        align: usize,
+        align_slabs: usize,
         huge: bool,
         borrow: Borrow,
     ) -> *mut SlabMeta {
-        let Some((first, _)) = self.room_for(c, align, borrow) else {
+        let Some((first, _)) = self.room_for(c, align_slabs, borrow) else {
             return null_mut();
         };
         let n = SPAN[c] as usize;
@@ -1200,7 +1201,7 @@ mod tests {
         assert_eq!(find_span(0x7fff_0000_0000_0000, 15, 16), Some(48));
         assert_eq!(find_span(0x3fff_0000_0000_0000, 15, 16), None);
         assert_eq!(find_span(USABLE_SLABS, 5, 8), Some(8));
-        // Anywhere (a medium span of no power-of-two length): the lowest whole run.
+        // Anywhere (a medium span): the lowest whole run.
         assert_eq!(find_span(USABLE_SLABS, 5, 1), Some(1));
         assert_eq!(find_span(0b1110_1100, 3, 1), Some(5));
         assert_eq!(find_span(0b1110_1100, 4, 1), None);

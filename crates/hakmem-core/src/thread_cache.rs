@@ -678,7 +678,7 @@ fn pop_larger(c: Class) -> *mut u8 {
 /// A block of medium class `c` at a multiple of `align` bytes (a power of two over a slab,
 /// at most the block's size: [`crate::size_class::class_for`]), which the caller will
 /// write as `fill` says: the first in the bin of `c` that lies there, else one the heap
-/// carves there ([`Heap::refill_aligned`]). Null when memory is exhausted.
+/// carves there ([`carve_aligned`]). Null when memory is exhausted.
 ///
 /// A medium block starts at any slab, so that the spans of 1 MiB blocks have more than
 /// 4 places in a superslab; a bin of a medium class holds a few blocks at most
@@ -690,30 +690,44 @@ pub fn alloc_aligned<H: ThreadHooks>(c: Class, align: usize, fill: Fill) -> *mut
     if !b.is_null() {
         return b;
     }
-    let Some((_, h, turn)) = enter_heap::<H>(c) else {
+    let b = carve_aligned::<H>(c, align, fill);
+    // Outside the heap's turn: it may start a thread, which allocates.
+    retain::wake_if_wanted();
+    b
+}
+
+/// [`alloc_aligned`]'s miss, with the heap held: what the bins of medium classes hold
+/// goes back to its spans first, as at any medium miss ([`flush_medium`]), then the
+/// heap carves a span at the alignment ([`Heap::refill_aligned`]).
+fn carve_aligned<H: ThreadHooks>(c: Class, align: usize, fill: Fill) -> *mut u8 {
+    let Some((tc, h, turn)) = enter_heap::<H>(c) else {
         return null_mut();
     };
-    // SAFETY: this thread's heap, held.
-    let mut b = unsafe { (*h).refill_aligned(c, align, fill) };
-    if b.is_null() {
-        // The OS refused memory: give back what the caches hold, and try once more.
-        drop(turn);
-        trim::<H>();
-        // SAFETY: as above.
-        let _turn = unsafe { (*h).enter() };
-        // SAFETY: as above.
-        b = unsafe { (*h).refill_aligned(c, align, fill) };
+    // SAFETY: `tc` and `h` are this thread's, the heap held.
+    let b = unsafe {
+        flush_medium(tc, h, c);
+        (*h).refill_aligned(c, align, fill)
+    };
+    if !b.is_null() {
+        return b.cast();
     }
-    retain::wake_if_wanted();
-    b.cast()
+    // The OS refused memory: give back what the caches hold, and try once more.
+    drop(turn);
+    trim::<H>();
+    // SAFETY: this thread's heap; heaps are never unmapped.
+    let _turn = unsafe { (*h).enter() };
+    // SAFETY: this thread's heap, held.
+    unsafe { (*h).refill_aligned(c, align, fill) }.cast()
 }
 
 /// The first block in the bin of `c` at a multiple of `align`, unlinked; null if none.
+/// The walk stops at the bin's count, so a list a double free made cyclic ends it too.
 fn take_aligned(c: Class, align: usize) -> *mut u8 {
     // SAFETY: the thread's own cache, which no other reference reaches meanwhile.
     let bin = unsafe { bin_of(cache(), c) };
+    let count = bin.count();
     let mut link: *mut *mut Block = &raw mut bin.head;
-    loop {
+    for _ in 0..count {
         // SAFETY: `link` is the bin's head or the link word of a block in it, free and
         // the cache's alone.
         let b = unsafe { *link };
@@ -729,6 +743,7 @@ fn take_aligned(c: Class, align: usize) -> *mut u8 {
         // SAFETY: `b` is a free block of the bin, linked through its first word.
         link = unsafe { &raw mut (*b).next };
     }
+    null_mut()
 }
 
 #[cold]

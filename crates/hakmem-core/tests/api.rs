@@ -291,7 +291,7 @@ fn over_a_slab_aligned_requests_pass_over_cached_blocks_that_lie_elsewhere() {
             plain.push(alloc(align, 16));
         }
         // The one off the alignment freed last: the head of its bin.
-        for &p in plain.iter().rev() {
+        for &p in &plain {
             // SAFETY: a live block made with `(align, 16)`.
             unsafe { dealloc(p, align, 16) };
         }
