@@ -391,9 +391,9 @@ impl Heap {
     }
 
     /// A fresh block of medium class `c` at a multiple of `align` bytes, a power of two
-    /// over a slab (at most a superslab's half), for a request aligned to that: carved as
-    /// [`Heap::refill`] carves one, from a span placed there. Null when memory is
-    /// exhausted.
+    /// over a slab and at most the block's size (1 MiB at most), for a request aligned to
+    /// that: carved as [`Heap::refill`] carves one, from a span placed there. Null when
+    /// memory is exhausted.
     pub fn refill_aligned(&self, c: Class, align: usize, fill: Fill) -> *mut Block {
         debug_assert!(is_medium(c) && align.is_power_of_two() && align > SLAB_SIZE);
         let (b, _) = self.refill_medium(c, align / SLAB_SIZE, fill);

@@ -352,9 +352,10 @@ fn class_past_table(size: usize) -> Class {
 /// at a multiple of its size from the start of its span, and spans start on a slab, so
 /// up to a slab (64 KiB) a block size that is a multiple of `align` will do (for 64 bytes,
 /// 192 and 320 as well as 256; the power of two of each doubling always qualifies).
-/// Above a slab, the power of two of `max(size, align)`, a medium class, whose blocks
-/// start at any slab: the allocation takes one that lies at the alignment, from the
-/// thread's cache or carved there.
+/// Above a slab, the class of `max(size, align)`, a medium class, whose blocks start at
+/// any slab: the allocation takes one that lies at the alignment, from the thread's cache
+/// or carved there (a block of 320 KiB for 300 KiB aligned to 128 KiB, where a span
+/// aligned to its length took the power of two, 512 KiB).
 #[inline(always)]
 pub fn class_for(size: usize, align: usize) -> Option<Class> {
     if align <= MIN_ALIGN {
@@ -385,7 +386,7 @@ fn class_for_aligned_mid(size: usize, align: usize, shift: usize) -> Option<Clas
         return None;
     }
     if align > SLAB_SIZE {
-        return class_of_size(s.next_power_of_two());
+        return class_of_size(s);
     }
     let c = class_of_size(s)?;
     Some(Class(ALIGNED_CLASS[c.index()][shift] as usize))
@@ -825,14 +826,14 @@ mod tests {
                 };
                 let b = block_size(c);
                 assert!(b >= size.max(align), "{size} {align}");
-                assert_eq!(b % align, 0, "{size} {align}");
                 if align > SLAB_SIZE {
-                    // A medium block, placed at a multiple of `align` when asked so
-                    // (a span of its power-of-two length fits there).
-                    assert!(is_medium(c) && b.is_power_of_two(), "{size} {align}");
-                    assert_eq!(b, size.max(align).next_power_of_two(), "{size} {align}");
+                    // A medium block, placed at a multiple of `align` when asked so: the
+                    // class of `max(size, align)`, whatever its length.
+                    assert!(is_medium(c), "{size} {align}");
+                    assert_eq!(Some(c), class_of_size(size.max(align)), "{size} {align}");
                     continue;
                 }
+                assert_eq!(b % align, 0, "{size} {align}");
                 // Every block start, a multiple of `b` from a span that starts on a slab,
                 // is aligned; no class from the one of `max(size, align)` up to it would
                 // have done.
