@@ -777,7 +777,7 @@ impl SuperSlab {
     /// slab or more apart).
     #[inline(always)]
     pub fn span_align_bytes(c: Class) -> usize {
-        SPAN_ALIGN[c] as usize * SLAB_SIZE
+        span_align(c) * SLAB_SIZE
     }
 
     /// Give back `p`, one handed-out block of class `g` in a span of this superslab that

@@ -428,8 +428,14 @@ unsafe fn push<H: ThreadHooks>(p: *mut u8, bin: *mut Bin) {
 /// the bin and find the class here, so that the fast path needs only the bin's address
 /// (C's `free` computes it from the slab map's byte without the class's index).
 fn class_of_bin(bin: *const Bin) -> Class {
-    let first = cache() as usize;
-    Class::new((bin as usize - first) / core::mem::size_of::<Bin>())
+    Class::new(bin_index(cache(), bin))
+}
+
+/// The index of the class of `bin`, one of the bins of `tc` (for a caller that holds the
+/// cache's address already).
+#[inline(always)]
+fn bin_index(tc: *const ThreadCache, bin: *const Bin) -> usize {
+    (bin as usize - tc as usize) / core::mem::size_of::<Bin>()
 }
 
 /// Report the double free of `p`, which is already the head of `bin`, and abort.
@@ -1032,7 +1038,7 @@ unsafe fn free_full<H: ThreadHooks>(p: *mut u8, bin: *mut Bin) {
         s.add(p);
         return;
     }
-    if (bin as usize - tc as usize) / core::mem::size_of::<Bin>() >= STASHED_CLASSES {
+    if bin_index(tc, bin) >= STASHED_CLASSES {
         // SAFETY: by the caller; the bin overflows as it always did.
         return unsafe { overflow::<H>(p, bin) };
     }

@@ -1,7 +1,8 @@
 //! Blocks written in part or whole, for the tests of the huge-page advice that goes by how
 //! densely the program writes its blocks (tests/sparse_small_blocks.rs,
-//! tests/sparse_wide_blocks.rs, tests/wide_habits.rs). Each runs in a process of its own: memory that another
-//! test's heap wrote and freed is resident whatever this one writes of it.
+//! tests/sparse_wide_blocks.rs, tests/wide_habits.rs). Each runs in a process of its own:
+//! memory that another test's heap wrote and freed is resident whatever this one writes
+//! of it.
 
 use crate::advice::{advice_visible, advised_huge};
 use hakmem_core::{alloc, free};
