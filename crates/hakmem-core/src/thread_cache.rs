@@ -113,6 +113,23 @@
 //!
 //! Such pushes also write the slab's owner-only state without the heap's turn, which the
 //! background return takes to bring remote frees home.
+//!
+//! Free-list sharding without the turn (mimalloc's page-local free list), a throwaway
+//! build at `4e8ca0e`, avoids that: each span got a second list that only its heap's
+//! thread writes, with or without the turn, and the background return never touches
+//! (its blocks counted in `used` until the thread moves them to the free list, under
+//! the turn, at its next refill or every 256 KiB). A free into a full bin of one of the
+//! thread's own blocks of up to 1 KiB went there instead of the stash: 45 instructions
+//! in `free_full`, where the stash takes 22 and its flush about 32 more, and
+//! `c-list-rebuild 300000` ran 52.9M instructions against 59.5M (callgrind).
+//! `c-workloads --phases c-list-rebuild`, 5 alternated runs on an AMD EPYC: the free
+//! phase 21.6-23.6 ms against 23.0-36.5 (a busy host), but the walks 121-173 ms against
+//! 21.5-23.4. The bin holds blocks of every slab, so no slab emptied, and the next list
+//! came off the free lists in the order the last one was freed; mimalloc, with no bins,
+//! empties its pages and carves them again in address order. The lists moved into the
+//! bitmaps instead (walked at the fold, every 32 KiB, so that their blocks were still
+//! cached): the free phase 38.1-43.8 ms against 24.1-28.2, the walks 29.9-30.6 against
+//! 21.4-21.9.
 
 use crate::config;
 pub use crate::heap::Fill;
