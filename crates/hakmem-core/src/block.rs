@@ -19,7 +19,9 @@ use crate::os;
 use crate::pool;
 use crate::process::Hooks;
 use crate::retain;
-use crate::size_class::{self, block_size, class_for, Class, MIN_ALIGN, SLAB_SIZE};
+use crate::size_class::{
+    self, block_size, class_for, class_for_cached, Class, MIN_ALIGN, SLAB_SIZE,
+};
 use crate::slab_map;
 use crate::thread_cache::{self, Fill, KeepErrno};
 
@@ -83,9 +85,9 @@ pub fn alloc_cached_aligned(size: usize, align: usize) -> *mut u8 {
     if align <= MIN_ALIGN {
         return alloc_cached(size);
     }
-    match class_for(size, align) {
-        Some(c) if align <= SLAB_SIZE => thread_cache::pop(c),
-        _ => core::ptr::null_mut(),
+    match class_for_cached(size, align) {
+        Some(c) => thread_cache::pop(c),
+        None => core::ptr::null_mut(),
     }
 }
 
