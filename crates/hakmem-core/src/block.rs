@@ -154,7 +154,16 @@ pub fn alloc_cached(size: usize) -> *mut u8 {
 #[inline]
 pub fn alloc_zeroed<const CHECKED: bool>(size: usize, align: usize) -> *mut u8 {
     let (p, dirty) = match checks::request_class::<CHECKED>(size, align) {
-        Some(c) => (alloc_small::<CHECKED>(c, align, Fill::Dense), size),
+        Some(c) => {
+            let p = alloc_small::<CHECKED>(c, align, Fill::Dense);
+            if !CHECKED && size <= ZERO_INLINE && !p.is_null() {
+                // SAFETY: a fresh block of class `c`, of at least `size` bytes rounded up to
+                // 16 (every block size is a multiple of 16), which no canary follows.
+                unsafe { zero_small(p, size) };
+                return p;
+            }
+            (p, size)
+        }
         None => alloc_large(size, align),
     };
     if !p.is_null() {
@@ -162,6 +171,37 @@ pub fn alloc_zeroed<const CHECKED: bool>(size: usize, align: usize) -> *mut u8 {
         unsafe { core::ptr::write_bytes(p, 0, size.min(dirty)) };
     }
     p
+}
+
+/// The largest request [`alloc_zeroed`] zeroes with stores of its own rather than
+/// `memset`, which costs a call and the set-up of its vector registers.
+const ZERO_INLINE: usize = 64;
+
+/// Zero the first `size` bytes of `p` (`size <= ZERO_INLINE`) rounded up to 16, with two
+/// or four 16-byte stores (overlapping where the length is not 32 or 64). The pair of
+/// `calloc(1, 32)` and `free` takes 79 instructions, 82 through `memset` (`cargo xtask
+/// pair-count`; mimalloc 3 82.1), and a loop of them ran 0.96x the time (7 alternated
+/// runs on a busy host, medians 8.18 and 8.51 ns a pair; 48 bytes: 0.98x, within the
+/// runs' spread).
+///
+/// # Safety
+/// `p` is 16-byte aligned and valid for writes of `size` rounded up to 16 bytes.
+#[inline(always)]
+unsafe fn zero_small(p: *mut u8, size: usize) {
+    debug_assert!(size <= ZERO_INLINE && p as usize % MIN_ALIGN == 0);
+    // The offset of the 16 bytes that hold the last byte (0 for a request of 0 bytes).
+    let last = size.saturating_sub(1) & !(MIN_ALIGN - 1);
+    let at = |off: usize| p.wrapping_add(off).cast::<[u64; 2]>();
+    // SAFETY: every store lies in the first `last + 16` bytes, `size` rounded up to 16
+    // (at least 16): at 0 and `last`, and, past 32 bytes, at 16 and `last - 16`.
+    unsafe {
+        at(0).write([0; 2]);
+        at(last).write([0; 2]);
+        if size > 2 * MIN_ALIGN {
+            at(MIN_ALIGN).write([0; 2]);
+            at(last - MIN_ALIGN).write([0; 2]);
+        }
+    }
 }
 
 /// A large block, after giving cached memory back to the OS once if the OS refused.

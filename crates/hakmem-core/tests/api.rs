@@ -269,6 +269,28 @@ fn alignments_up_to_2_mib_are_honoured() {
     );
 }
 
+/// A zeroed block of up to a few dozen bytes, which the allocation zeroes with stores of
+/// its own, is zero in every byte asked for when it is a block just freed dirty (the
+/// bin hands it back first).
+#[test]
+fn small_zeroed_blocks_reused_dirty_are_zero() {
+    for size in 0..=100 {
+        let p = alloc(size, 16);
+        assert!(!p.is_null());
+        // SAFETY: a live block of `usable_size(p)` bytes.
+        unsafe { core::ptr::write_bytes(p, 0xa5, usable_size(p)) };
+        // SAFETY: a live block made with `(size, 16)`.
+        unsafe { dealloc(p, size, 16) };
+        let z = alloc_zeroed(size, 16);
+        assert_eq!(z, p, "the block just freed comes back ({size})");
+        // SAFETY: a fresh block of `size` bytes.
+        let dirty = unsafe { common::nonzero(z, size) };
+        assert_eq!(dirty, None, "alloc_zeroed({size}, 16)");
+        // SAFETY: a live block made with `(size, 16)`.
+        unsafe { dealloc(z, size, 16) };
+    }
+}
+
 /// A request aligned to more than a slab (64 KiB) gets a block of a medium class, whose
 /// blocks start at any slab: one at its alignment, even when the thread's cache holds
 /// blocks of the class that lie elsewhere (the one freed last comes first otherwise).
