@@ -698,9 +698,9 @@ pub(crate) mod tests {
             LAST_GENERATION.store(stale, Relaxed);
             // The rule of a caller of this closure, as it might have been cached for
             // other code at the same address before a `dlclose`: the first whose slot
-            // no other frame of the walk shares (one that did would leave its own rule
-            // in the slot, which the walk then computes again where this test looks
-            // for the caller's: one run in a few hundred took the caller and failed so).
+            // no other frame of the walk shares (the slots are hashes of addresses that
+            // move from run to run; a frame sharing it would leave its own rule there,
+            // where this test reads the caller's).
             let slots: Vec<usize> = first.iter().map(|&f| slot_index(f - 1)).collect();
             let k = (1..first.len())
                 .find(|&k| slots.iter().filter(|&&s| s == slots[k]).count() == 1)
