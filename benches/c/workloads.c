@@ -572,6 +572,34 @@ static uint64_t thread_pool(uint64_t ops) {
     return pool.requests;
 }
 
+/* ---- passive false sharing: Hoard's cache-scratch (benches/src/workloads/scratch.rs) ---- */
+
+/* The main thread allocates one object of SCRATCH_SIZE bytes for each of SCRATCH_THREADS
+ * threads (neighbours, on one cache line); each thread frees the one it was given, then
+ * allocates an object of the same size, updates every byte SCRATCH_ROUNDS times and frees
+ * it, over and over. One operation is one object allocated, updated and freed. */
+enum { SCRATCH_THREADS = 2, SCRATCH_SIZE = 8, SCRATCH_ROUNDS = 100 };
+
+typedef struct { void *given[SCRATCH_THREADS]; uint64_t each; } scratch_t;
+
+static void scratch_worker(size_t t, void *arg) {
+    scratch_t *sc = arg;
+    block_free(sc->given[t]);
+    for (uint64_t i = 0; i < sc->each; i++) {
+        volatile unsigned char *p = block_new(SCRATCH_SIZE);
+        for (int r = 0; r < SCRATCH_ROUNDS; r++)
+            for (size_t k = 0; k < SCRATCH_SIZE; k++) p[k]++;
+        block_free((void *)p);
+    }
+}
+
+static uint64_t cache_scratch(uint64_t ops) {
+    scratch_t sc = { .each = ops / SCRATCH_THREADS ? ops / SCRATCH_THREADS : 1 };
+    for (size_t t = 0; t < SCRATCH_THREADS; t++) sc.given[t] = block_new(SCRATCH_SIZE);
+    on_threads(SCRATCH_THREADS, scratch_worker, &sc);
+    return sc.each * SCRATCH_THREADS;
+}
+
 /* ---- big buffers, every page written (benches/src/workloads/big.rs) ---- */
 
 enum { MIB = 1 << 20, BIG_GROUP = 4, ZEROED_RING = 20 };
@@ -1239,6 +1267,7 @@ static const workload_t WORKLOADS[] = {
     { "c-thread-pool", 300000, thread_pool },
     { "c-buffer-ring", 50000, buffer_ring },
     { "c-buffer-pipeline", 20000, buffer_pipeline },
+    { "c-cache-scratch", 200000, cache_scratch },
 };
 enum { NUM_WORKLOADS = sizeof WORKLOADS / sizeof WORKLOADS[0] };
 

@@ -89,6 +89,20 @@ impl Block {
         }
     }
 
+    /// Add one to every byte of the block, `rounds` times over, each byte read and written
+    /// through memory (a counter or a small struct the thread keeps updating).
+    pub fn scribble(&mut self, rounds: usize) {
+        for _ in 0..rounds {
+            for offset in 0..self.size {
+                // SAFETY: `offset` is inside the block's `size` bytes.
+                unsafe {
+                    let b = self.ptr.as_ptr().add(offset);
+                    b.write_volatile(b.read_volatile().wrapping_add(1));
+                }
+            }
+        }
+    }
+
     /// Grow or shrink the block to `size` (at least 1) bytes with `realloc`, then write a
     /// byte at each end.
     pub fn resize(&mut self, size: usize) {

@@ -13,6 +13,7 @@ mod live_growth;
 mod phases;
 mod producer_consumer;
 mod realloc;
+mod scratch;
 mod thread_pool;
 mod tree;
 
@@ -189,6 +190,7 @@ pub const WORKLOADS: &[Workload] = &[
     Workload::bench("thread-pool", 300_000, Run::Once(thread_pool::run)),
     Workload::bench("buffer-ring", 50_000, Run::Once(big::buffer_ring)),
     Workload::bench("buffer-pipeline", 20_000, Run::Once(big::buffer_pipeline)),
+    Workload::bench("cache-scratch", 200_000, Run::Once(scratch::run)),
     Workload::soak("phases", phases::plain),
     Workload {
         needs_trim: true,

@@ -1,0 +1,34 @@
+//! Hoard's cache-scratch, the test of allocator-induced *passive false sharing*: the main
+//! thread allocates one small object for each of [`THREADS`] threads (neighbours in
+//! memory, on one cache line), each thread frees the one it was given, then allocates an
+//! object of the same size, updates every byte of it [`ROUNDS`] times and frees it, over
+//! and over. An allocator that hands a thread the block it just freed, which lies on the
+//! line another thread's object lies on, makes the two threads' caches fight over that
+//! line for as long as they keep reusing it. One operation is one object allocated,
+//! updated and freed.
+
+use crate::Block;
+
+/// Threads, each given one of the main thread's objects.
+const THREADS: usize = 2;
+/// Bytes of each object.
+const SIZE: usize = 8;
+/// Times every byte of an object is updated before it is freed.
+const ROUNDS: usize = 100;
+
+pub fn run(ops: u64) -> u64 {
+    let each = (ops / THREADS as u64).max(1);
+    let given: Vec<Block> = (0..THREADS).map(|_| Block::new(SIZE)).collect();
+    std::thread::scope(|s| {
+        for first in given {
+            s.spawn(move || {
+                drop(first);
+                for _ in 0..each {
+                    let mut b = Block::new(SIZE);
+                    b.scribble(ROUNDS);
+                }
+            });
+        }
+    });
+    each * THREADS as u64
+}
