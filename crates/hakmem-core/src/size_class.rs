@@ -395,17 +395,13 @@ fn class_for_aligned<const EVERY_BLOCK: bool>(size: usize, align: usize) -> Opti
         // load the block waits for.
         return Some(Class(ALIGNED_TABLE[aligned_slot(shift, size)] as usize));
     }
-    class_for_aligned_mid::<EVERY_BLOCK>(size, align, shift)
+    class_for_aligned_mid(size, align, shift)
 }
 
 /// [`class_for_aligned`] past [`TABLE_MAX`] bytes or [`SLAB_SIZE`] alignment (`align` is
 /// `2^shift`).
 #[inline]
-fn class_for_aligned_mid<const EVERY_BLOCK: bool>(
-    size: usize,
-    align: usize,
-    shift: usize,
-) -> Option<Class> {
+fn class_for_aligned_mid(size: usize, align: usize, shift: usize) -> Option<Class> {
     let s = if size > align { size } else { align };
     if s > MAX_SMALL_SIZE {
         return None;
