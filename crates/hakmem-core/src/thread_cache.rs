@@ -13,20 +13,27 @@
 //!
 //! The price is *passive false sharing* (`cache-scratch`, Hoard's test): the thread's
 //! next allocation of the class gets back the block another thread made, whose
-//! neighbours on its cache line that thread may still be writing; two threads that each
-//! freed one of two neighbouring 8-byte objects and then kept allocating, updating and
-//! freeing their own took 4.11x jemalloc's time in Rust and 2.89x mimalloc 2.0.9's in C
-//! (tcmalloc, whose caches do the same, 2.92x; `cargo xtask bench --workload
-//! cache-scratch,c-cache-scratch --runs 5`, an AMD EPYC). Two throwaway builds of
-//! `845f545`'s allocator tested the block's owner in the fast path (the superslab's
-//! `owner` against the thread's heap: 5 instructions more a free, the C pair 61.0
-//! against 56.0) and kept a foreign block apart: given back at once, the shape
-//! ran as fast as mimalloc 3, but `c-producer-consumer` took 3.08x its time and
-//! `c-batch-xthread` 2.34x; given back 32 a class at a time, `c-producer-consumer`
-//! 1.68x (mimalloc 3 2.64x), `c-larson-8t` 1.36x (1.68x), `c-realloc-xthread` 1.29x
-//! (0.93x), `c-thread-pool` 1.18x (1.16x) (5 alternated runs each under `LD_PRELOAD`).
-//! The reuse of foreign blocks is as much of the cross-thread rows' lead as the
-//! batching.
+//! neighbours on its cache line that thread may still be writing. Two threads that each
+//! freed one of two neighbouring 8-byte objects the main thread made and then kept
+//! allocating, updating and freeing their own took 4.11x jemalloc's time in Rust and
+//! 2.89x mimalloc 2.0.9's in C (tcmalloc, whose caches do the same, 2.92x; `cargo xtask
+//! bench --workload cache-scratch,c-cache-scratch --runs 5`, an AMD EPYC). So a bin has
+//! no capacity until its class's first use on the thread, and when that use is the free
+//! of another thread's block, the block goes back to its owner ([`start_capacity`]): the
+//! thread's first block of the class is one of its own slabs, and the three rows took
+//! hakmem the least time of the field (`--workload
+//! cache-scratch,c-cache-scratch,musl-cache-scratch --runs 5`). A thread whose bin is
+//! warm still takes such a block back (a C replica whose threads first allocate and free
+//! 16 blocks of the class: 246 ms against 57 for mimalloc 3 and 58 for glibc, jemalloc
+//! 245; 9 alternated runs). Two throwaway builds of `845f545`'s allocator tested the
+//! block's owner in the fast path (the superslab's `owner` against the thread's heap: 5
+//! instructions more a free, the C pair 61.0 against 56.0) and kept a foreign block
+//! apart: given back at once, the shape ran as fast as mimalloc 3, but
+//! `c-producer-consumer` took 3.08x its time and `c-batch-xthread` 2.34x; given back 32
+//! a class at a time, `c-producer-consumer` 1.68x (mimalloc 3 2.64x), `c-larson-8t`
+//! 1.36x (1.68x), `c-realloc-xthread` 1.29x (0.93x), `c-thread-pool` 1.18x (1.16x) (5
+//! alternated runs each under `LD_PRELOAD`). The reuse of foreign blocks is as much of
+//! the cross-thread rows' lead as the batching.
 //!
 //! A block of one of the thread's own slabs joins the bin too, where mimalloc's free puts
 //! it on its page's list: the next allocation of the class then gets back the block just
@@ -167,9 +174,11 @@ use core::ptr::null_mut;
 ///
 /// Invariant: `room == limit - (length of the list at head)`; it goes below 0 only for
 /// the moment between the push that overflows the bin ([`overflow`]) and its flush.
-/// `limit` is 0 until the thread's heap exists, which sends the first free of the thread
-/// to the slow path, and, for a medium class, until the thread allocates the class or
-/// frees one of its own blocks of it ([`starting_capacity`]).
+/// `limit` is 0 until the class's first use on the thread, which sends its first free to
+/// the slow path ([`start_capacity`]), and, for a medium class, until the thread
+/// allocates the class or frees one of its own blocks of it. A `limit` above 0 is given
+/// with the thread's heap held and taken back to 0 before the heap goes ([`teardown`]),
+/// so a bin with a capacity is one of a thread whose heap is live.
 #[repr(C)]
 pub struct Bin {
     pub head: *mut Block,
@@ -505,24 +514,21 @@ unsafe fn setup_thread<H: ThreadHooks>(tc: *mut ThreadCache) -> *mut Heap {
     if h.is_null() {
         return null_mut();
     }
-    let policy = config::current();
+    // Every bin starts with no room ([`start_capacity`]).
     // SAFETY: the thread's own cache.
-    unsafe {
-        for (c, bin) in (*tc).bins.iter_mut() {
-            bin.set_limit(starting_capacity(policy, c));
-        }
-        (*tc).heap = h;
-    }
+    unsafe { (*tc).heap = h };
     // Last: registering may allocate (glibc's pthread_setspecific for high keys), which
     // now finds the thread set up.
     H::thread_started();
     h
 }
 
-/// Capacity a class starts with when the thread is set up: [`initial_capacity`], but none
-/// for a medium class, which gets it when the thread first allocates there (a miss,
-/// [`grow_capacity`]) or frees one of its own blocks (an overflow, [`regrow_capacity`]).
+/// Give the bin of class `c`, at its class's first use on this thread (its `limit` 0),
+/// the capacity a small class starts with ([`initial_capacity`]); a medium bin stays
+/// without room. Every bin starts with none when the thread is set up.
 ///
+/// A medium class gets its room when the thread first allocates there (a miss,
+/// [`grow_capacity`]) or frees one of its own blocks (an overflow, [`regrow_capacity`]).
 /// A thread that frees the medium blocks another allocates (a pipeline's consumer of big
 /// buffers) kept, in bins it never allocates from, what fits in a quarter of a medium
 /// bin's bytes, at least one block, in each of the 17 medium classes: up to 6.8 MiB
@@ -533,11 +539,13 @@ unsafe fn setup_thread<H: ThreadHooks>(tc: *mut ThreadCache) -> *mut Heap {
 /// peak 57.1 MiB against 64.9, and no slower (jemalloc 53.2, tcmalloc 51.0).
 /// `c-realloc-xthread`, whose threads free each other's medium blocks, ran the same
 /// instructions (46.84M against 46.76M, callgrind, 300K operations).
-fn starting_capacity(policy: &config::Policy, c: Class) -> u32 {
-    if is_medium(c) {
-        0
-    } else {
-        initial_capacity(policy, c)
+///
+/// A small class gets its room at its first use, but when that use is the free of
+/// another thread's block, the block goes back to its owner ([`flush_bin`]): it is not
+/// the thread's first allocation of the class.
+fn start_capacity(bin: &mut Bin, c: Class) {
+    if bin.limit == 0 && !is_medium(c) {
+        bin.set_limit(initial_capacity(config::current(), c));
     }
 }
 
@@ -838,6 +846,7 @@ fn refill_bin<H: ThreadHooks>(c: Class, fill: Fill) -> *mut u8 {
     }
     // SAFETY: the thread's own cache (taken anew: the flush went through the bins).
     let bin = unsafe { bin_of(tc, c) };
+    start_capacity(bin, c);
     grow_capacity(bin, c);
     let want = (bin.limit as usize / 2).max(1);
     // SAFETY: `h` is this thread's heap.
@@ -1093,8 +1102,11 @@ unsafe fn free_overflow<H: ThreadHooks>(p: *mut u8, bin: *mut Bin) {
     let h = unsafe { (*tc).heap };
     // SAFETY: the thread's own cache, reached in place.
     let s = unsafe { &mut (*tc).stash };
-    // SAFETY: `p` is a handed-out block, and `h` this thread's live heap.
-    if s.restarted_by(bin) && !h.is_null() && unsafe { (*h).owns(p.cast()) } {
+    // A bin with no capacity yet goes its own way: the class's first free ([`flush_bin`]).
+    // SAFETY: the thread's own bin, reached in place.
+    let started = unsafe { (*bin).limit } > 0;
+    // SAFETY: `p` is a handed-out block; a bin with a capacity is a live heap's (`Bin`).
+    if started && s.restarted_by(bin) && unsafe { (*h).owns(p.cast()) } {
         if s.len > 0 {
             // SAFETY: `h` is this thread's heap.
             unsafe { flush_stash::<H>(tc, h) };
@@ -1196,6 +1208,10 @@ unsafe fn flush_bin<H: ThreadHooks>(bin: *mut Bin) {
     if bin.room >= 0 {
         return; // the thread was just set up and the limit rose
     }
+    if bin.limit == 0 && !is_medium(c) {
+        // SAFETY: `h` is our heap, held; the bin is ours, its head the block just freed.
+        return unsafe { free_first(bin, h, c) };
+    }
     let initial = initial_capacity(config::current(), c);
     // SAFETY: `h` is our heap; the bin's head is a block just freed, in a live slab.
     if bin.limit < initial && unsafe { (*h).owns(bin.head) } {
@@ -1208,10 +1224,29 @@ unsafe fn flush_bin<H: ThreadHooks>(bin: *mut Bin) {
             return;
         }
     }
-    // A medium bin with no room yet (`starting_capacity`) keeps none.
+    // A medium bin with no room yet (`start_capacity`) keeps none.
     let keep = bin.limit.saturating_sub(flush_quantum(bin.limit));
     // SAFETY: `h` is our heap, the bin is ours.
     unsafe { flush_newest(bin, h, c, keep, Heap::give_back) };
+}
+
+/// The first free of small class `c` on this thread, whose block heads `bin`: the bin
+/// gets its room ([`start_capacity`]) and keeps the block when the thread's heap owns it;
+/// another thread's block goes back to its span.
+///
+/// # Safety
+/// `bin` is the calling thread's bin of `c` with no room yet and one block, just freed;
+/// `h` is the thread's heap, held.
+unsafe fn free_first(bin: &mut Bin, h: *mut Heap, c: Class) {
+    start_capacity(bin, c);
+    // SAFETY: `h` is our heap; the bin's head is a block just freed, in a live slab.
+    if unsafe { (*h).owns(bin.head) } {
+        // SAFETY: `h` is our heap.
+        unsafe { (*h).note_cached(c, bin.count()) };
+        return;
+    }
+    // SAFETY: the bin's one block is ours to give back; `h` is our heap.
+    unsafe { flush_newest(bin, h, c, 0, Heap::give_back) };
 }
 
 /// How many blocks an overflowing bin of capacity `limit` gives back: half, or at most
