@@ -578,12 +578,18 @@ static uint64_t thread_pool(uint64_t ops) {
  * threads (neighbours, on one cache line); each thread frees the one it was given, then
  * allocates an object of the same size, updates every byte SCRATCH_ROUNDS times and frees
  * it, over and over. One operation is one object allocated, updated and freed. */
-enum { SCRATCH_THREADS = 2, SCRATCH_SIZE = 8, SCRATCH_ROUNDS = 100 };
+enum { SCRATCH_THREADS = 2, SCRATCH_SIZE = 8, SCRATCH_ROUNDS = 100, SCRATCH_WARM = 16 };
 
-typedef struct { void *given[SCRATCH_THREADS]; uint64_t each; } scratch_t;
+/* warm: objects of the size each thread allocates and frees before it frees the one it
+ * was given (c-cache-scratch-warm: a pool's worker that served requests before, its cache
+ * holding blocks of its own). */
+typedef struct { void *given[SCRATCH_THREADS]; uint64_t each; size_t warm; } scratch_t;
 
 static void scratch_worker(size_t t, void *arg) {
     scratch_t *sc = arg;
+    void *own[SCRATCH_WARM];
+    for (size_t i = 0; i < sc->warm; i++) own[i] = block_new(SCRATCH_SIZE);
+    for (size_t i = 0; i < sc->warm; i++) block_free(own[i]);
     block_free(sc->given[t]);
     for (uint64_t i = 0; i < sc->each; i++) {
         volatile unsigned char *p = block_new(SCRATCH_SIZE);
@@ -593,12 +599,15 @@ static void scratch_worker(size_t t, void *arg) {
     }
 }
 
-static uint64_t cache_scratch(uint64_t ops) {
-    scratch_t sc = { .each = ops / SCRATCH_THREADS ? ops / SCRATCH_THREADS : 1 };
+static uint64_t scratch(uint64_t ops, size_t warm) {
+    scratch_t sc = { .each = ops / SCRATCH_THREADS ? ops / SCRATCH_THREADS : 1, .warm = warm };
     for (size_t t = 0; t < SCRATCH_THREADS; t++) sc.given[t] = block_new(SCRATCH_SIZE);
     on_threads(SCRATCH_THREADS, scratch_worker, &sc);
     return sc.each * SCRATCH_THREADS;
 }
+
+static uint64_t cache_scratch(uint64_t ops) { return scratch(ops, 0); }
+static uint64_t cache_scratch_warm(uint64_t ops) { return scratch(ops, SCRATCH_WARM); }
 
 /* ---- big buffers, every page written (benches/src/workloads/big.rs) ---- */
 
@@ -1268,6 +1277,7 @@ static const workload_t WORKLOADS[] = {
     { "c-buffer-ring", 50000, buffer_ring },
     { "c-buffer-pipeline", 20000, buffer_pipeline },
     { "c-cache-scratch", 200000, cache_scratch },
+    { "c-cache-scratch-warm", 200000, cache_scratch_warm },
 };
 enum { NUM_WORKLOADS = sizeof WORKLOADS / sizeof WORKLOADS[0] };
 

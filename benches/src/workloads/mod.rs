@@ -191,6 +191,7 @@ pub const WORKLOADS: &[Workload] = &[
     Workload::bench("buffer-ring", 50_000, Run::Once(big::buffer_ring)),
     Workload::bench("buffer-pipeline", 20_000, Run::Once(big::buffer_pipeline)),
     Workload::bench("cache-scratch", 200_000, Run::Once(scratch::run)),
+    Workload::bench("cache-scratch-warm", 200_000, Run::Once(scratch::run_warm)),
     Workload::soak("phases", phases::plain),
     Workload {
         needs_trim: true,

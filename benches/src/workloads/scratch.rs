@@ -17,11 +17,28 @@ const SIZE: usize = 8;
 const ROUNDS: usize = 100;
 
 pub fn run(ops: u64) -> u64 {
+    scratch(ops, 0)
+}
+
+/// Objects of the size that each thread of `cache-scratch-warm` allocates and frees
+/// before it frees the one it was given.
+const WARM: usize = 16;
+
+/// `cache-scratch` with warm threads: each first allocates [`WARM`] objects of the size
+/// and frees them (a pool's worker that served requests before), so that its cache holds
+/// blocks of its own when it frees the one it was given.
+pub fn run_warm(ops: u64) -> u64 {
+    scratch(ops, WARM)
+}
+
+fn scratch(ops: u64, warm: usize) -> u64 {
     let each = (ops / THREADS as u64).max(1);
     let given: Vec<Block> = (0..THREADS).map(|_| Block::new(SIZE)).collect();
     std::thread::scope(|s| {
         for first in given {
             s.spawn(move || {
+                let own: Vec<Block> = (0..warm).map(|_| Block::new(SIZE)).collect();
+                drop(own);
                 drop(first);
                 for _ in 0..each {
                     let mut b = Block::new(SIZE);
