@@ -1206,7 +1206,7 @@ unsafe fn flush_bin<H: ThreadHooks>(bin: *mut Bin) {
     // SAFETY: the thread's own cache.
     let bin = unsafe { bin_of(tc, c) };
     if bin.room >= 0 {
-        return; // the thread was just set up and the limit rose
+        return; // setting the thread up allocated from this bin (`refill_bin`)
     }
     if bin.limit == 0 && !is_medium(c) {
         // SAFETY: `h` is our heap, held; the bin is ours, its head the block just freed.
