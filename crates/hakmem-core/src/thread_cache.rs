@@ -20,12 +20,13 @@
 //! bench --workload cache-scratch,c-cache-scratch --runs 5`, an AMD EPYC). So a bin has
 //! no capacity until its class's first use on the thread, and when that use is the free
 //! of another thread's block, the block goes back to its owner ([`start_capacity`]): the
-//! thread's first block of the class is one of its own slabs, and the three rows took
-//! hakmem the least time of the field (`--workload
-//! cache-scratch,c-cache-scratch,musl-cache-scratch --runs 5`). A thread whose bin is
-//! warm still takes such a block back (a C replica whose threads first allocate and free
-//! 16 blocks of the class: 246 ms against 57 for mimalloc 3 and 58 for glibc, jemalloc
-//! 245; 9 alternated runs). Two throwaway builds of `845f545`'s allocator tested the
+//! thread's first block of the class is one of its own slabs, and hakmem took the least
+//! time of the field on the three rows (`--workload
+//! cache-scratch,c-cache-scratch,musl-cache-scratch --runs 5`; 1.00x-1.05x the best in
+//! the full run of docs/BENCHMARKS.md at `aee5504`). A thread whose bin is warm still
+//! takes such a block back (`cache-scratch-warm`, whose threads first allocate and free
+//! 16 objects of the size: 5.34x mimalloc 3's time in Rust, 4.09x in C, jemalloc 5.01x
+//! and 3.97x, in that run). Two throwaway builds of `845f545`'s allocator tested the
 //! block's owner in the fast path (the superslab's `owner` against the thread's heap: 5
 //! instructions more a free, the C pair 61.0 against 56.0) and kept a foreign block
 //! apart: given back at once, the shape ran as fast as mimalloc 3, but
