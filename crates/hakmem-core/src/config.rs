@@ -153,7 +153,7 @@ static POLICIES: [Policy; 3] = [
 static PROFILE: AtomicU8 = AtomicU8::new(Profile::Fast as u8);
 
 /// Choose the profile (best before the first allocation; threads already running keep
-/// their cache capacities).
+/// the cache capacities of the classes they used).
 pub fn set_profile(p: Profile) {
     PROFILE.store(p as u8, Ordering::Relaxed);
 }

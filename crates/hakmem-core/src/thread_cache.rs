@@ -542,7 +542,7 @@ unsafe fn setup_thread<H: ThreadHooks>(tc: *mut ThreadCache) -> *mut Heap {
 /// instructions (46.84M against 46.76M, callgrind, 300K operations).
 ///
 /// A small class gets its room at its first use, but when that use is the free of
-/// another thread's block, the block goes back to its owner ([`flush_bin`]): it is not
+/// another thread's block, the block goes back to its owner ([`free_first`]): it is not
 /// the thread's first allocation of the class.
 fn start_capacity(bin: &mut Bin, c: Class) {
     if bin.limit == 0 && !is_medium(c) {
@@ -1207,11 +1207,15 @@ unsafe fn flush_bin<H: ThreadHooks>(bin: *mut Bin) {
     // SAFETY: the thread's own cache.
     let bin = unsafe { bin_of(tc, c) };
     if bin.room >= 0 {
-        return; // setting the thread up allocated from this bin (`refill_bin`)
+        return; // setting the thread up allocated the block just freed again
     }
     if bin.limit == 0 && !is_medium(c) {
         // SAFETY: `h` is our heap, held; the bin is ours, its head the block just freed.
-        return unsafe { free_first(bin, h, c) };
+        unsafe { free_first(bin, h, c) };
+        if bin.room >= 0 {
+            return;
+        }
+        // More blocks than the capacity: frees while the heap could not be set up.
     }
     let initial = initial_capacity(config::current(), c);
     // SAFETY: `h` is our heap; the bin's head is a block just freed, in a live slab.
@@ -1233,11 +1237,12 @@ unsafe fn flush_bin<H: ThreadHooks>(bin: *mut Bin) {
 
 /// The first free of small class `c` on this thread, whose block heads `bin`: the bin
 /// gets its room ([`start_capacity`]) and keeps the block when the thread's heap owns it;
-/// another thread's block goes back to its span.
+/// another thread's block goes back to its slab ([`Heap::flush`]: its owner's remote
+/// list), not to the depot, whose next batch this thread's first miss would take.
 ///
 /// # Safety
-/// `bin` is the calling thread's bin of `c` with no room yet and one block, just freed;
-/// `h` is the thread's heap, held.
+/// `bin` is the calling thread's bin of `c` with no room yet, its head the block just
+/// freed; `h` is the thread's heap, held.
 unsafe fn free_first(bin: &mut Bin, h: *mut Heap, c: Class) {
     start_capacity(bin, c);
     // SAFETY: `h` is our heap; the bin's head is a block just freed, in a live slab.
@@ -1246,8 +1251,9 @@ unsafe fn free_first(bin: &mut Bin, h: *mut Heap, c: Class) {
         unsafe { (*h).note_cached(c, bin.count()) };
         return;
     }
-    // SAFETY: the bin's one block is ours to give back; `h` is our heap.
-    unsafe { flush_newest(bin, h, c, 0, Heap::give_back) };
+    let keep = bin.count() - 1;
+    // SAFETY: the bin's head is ours to give back; `h` is our heap.
+    unsafe { flush_newest(bin, h, c, keep, Heap::flush) };
 }
 
 /// How many blocks an overflowing bin of capacity `limit` gives back: half, or at most
