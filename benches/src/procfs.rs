@@ -33,10 +33,17 @@ pub fn rss_kb() -> u64 {
 mod tests {
     use super::*;
 
+    /// `statm` read over `VmHWM` once in a full `cargo test` (a 2-core host, kernel
+    /// 6.18, other test threads mapping and unmapping beside this one), not reproduced.
+    /// The likely cause: the kernel keeps the resident count per CPU and each file sums
+    /// it approximately, up to a batch of pages each CPU may hold back.
+    const SLACK_KB: u64 = 1024;
+
     #[test]
     fn rss_is_read_and_below_the_peak() {
         let now = rss_kb();
         assert!(now > 0);
-        assert!(now <= peak_rss_kb());
+        let peak = peak_rss_kb();
+        assert!(now <= peak + SLACK_KB, "rss {now} KiB, peak {peak} KiB");
     }
 }
