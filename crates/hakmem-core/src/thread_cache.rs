@@ -544,10 +544,14 @@ unsafe fn setup_thread<H: ThreadHooks>(tc: *mut ThreadCache) -> *mut Heap {
 /// A small class gets its room at its first use, but when that use is the free of
 /// another thread's block, the block goes back to its owner ([`free_first`]): it is not
 /// the thread's first allocation of the class.
-fn start_capacity(bin: &mut Bin, c: Class) {
-    if bin.limit == 0 && !is_medium(c) {
+///
+/// Returns whether this was the class's first use (the bin got its capacity now).
+fn start_capacity(bin: &mut Bin, c: Class) -> bool {
+    let first = bin.limit == 0 && !is_medium(c);
+    if first {
         bin.set_limit(initial_capacity(config::current(), c));
     }
+    first
 }
 
 /// Capacity a class starts with: a quarter of its maximum; it grows when the class misses.
@@ -1209,7 +1213,7 @@ unsafe fn flush_bin<H: ThreadHooks>(bin: *mut Bin) {
     if bin.room >= 0 {
         return; // setting the thread up allocated the block just freed again
     }
-    if bin.limit == 0 && !is_medium(c) {
+    if start_capacity(bin, c) {
         // SAFETY: `h` is our heap, held; the bin is ours, its head the block just freed.
         unsafe { free_first(bin, h, c) };
         if bin.room >= 0 {
@@ -1235,16 +1239,15 @@ unsafe fn flush_bin<H: ThreadHooks>(bin: *mut Bin) {
     unsafe { flush_newest(bin, h, c, keep, Heap::give_back) };
 }
 
-/// The first free of small class `c` on this thread, whose block heads `bin`: the bin
-/// gets its room ([`start_capacity`]) and keeps the block when the thread's heap owns it;
-/// another thread's block goes back to its slab ([`Heap::flush`]: its owner's remote
-/// list), not to the depot, whose next batch this thread's first miss would take.
+/// The first free of small class `c` on this thread, whose block heads `bin`, which just
+/// got its room ([`start_capacity`]): the bin keeps the block when the thread's heap
+/// owns it; another thread's block goes back to its slab ([`Heap::flush`]: its owner's
+/// remote list), not to the depot, whose next batch this thread's first miss would take.
 ///
 /// # Safety
-/// `bin` is the calling thread's bin of `c` with no room yet, its head the block just
-/// freed; `h` is the thread's heap, held.
+/// `bin` is the calling thread's bin of `c`, its head the block just freed; `h` is the
+/// thread's heap, held.
 unsafe fn free_first(bin: &mut Bin, h: *mut Heap, c: Class) {
-    start_capacity(bin, c);
     // SAFETY: `h` is our heap; the bin's head is a block just freed, in a live slab.
     if unsafe { (*h).owns(bin.head) } {
         // SAFETY: `h` is our heap.
