@@ -41,10 +41,11 @@
 //! heap (one of 255, written when a heap takes a superslab), each bin the thread's, and a
 //! free whose two differed put the block under the bin's newest instead of on top. Three
 //! instructions more a free (callgrind of `c-workloads c-random-mixed 200000`, 23.22M
-//! against 23.88M; the C pair 59.0, mimalloc 3 59.1), and the warm row as fast as
-//! mimalloc 3 (0.24x this build's time). But the single-threaded rows lost more than
-//! the count says: `c-random-mixed` 1.07x-1.19x its time, `c-many-threads` 1.10x-1.19x
-//! (three sets of 5-7 alternated runs), and the cross-thread ones more:
+//! against 23.88M; the C pair about 59, an estimate, against mimalloc 3's 59.1), and the
+//! warm row as fast as mimalloc 3 (0.24x-0.37x the time of `f677bc5`'s build). But rows
+//! whose threads free only their own blocks lost more than the count says:
+//! `c-random-mixed` 1.07x-1.19x its time, `c-many-threads` 1.10x-1.19x (three sets of
+//! 5-7 alternated runs), and the cross-thread ones more:
 //! `c-producer-consumer` 1.29x, `c-thread-pool` 1.23x (peak 6.1 MiB against 4.9),
 //! `c-batch-xthread` 1.45x (its runs spread 35-64 ms), `c-larson-8t` 0.97x. With the
 //! bytes in a map of their own, 2 GiB below the classes, `c-fixed-size` took 1.15x-1.35x
