@@ -575,10 +575,12 @@ static uint64_t thread_pool(uint64_t ops) {
 /* ---- passive false sharing: Hoard's cache-scratch (benches/src/workloads/scratch.rs) ---- */
 
 /* The main thread allocates one object of SCRATCH_SIZE bytes for each of SCRATCH_THREADS
- * threads (neighbours, on one cache line); each thread frees the one it was given, then
+ * threads (neighbours, on one cache line: scratch_neighbours); each thread frees the one
+ * it was given, then
  * allocates an object of the same size, updates every byte SCRATCH_ROUNDS times and frees
  * it, over and over. One operation is one object allocated, updated and freed. */
 enum { SCRATCH_THREADS = 2, SCRATCH_SIZE = 8, SCRATCH_ROUNDS = 100, SCRATCH_WARM = 16 };
+enum { SCRATCH_PROBE = 64, CACHE_LINE = 64 };
 
 /* warm: objects of the size each thread allocates and frees before it frees the one it
  * was given (c-cache-scratch-warm: a pool's worker that served requests before, its cache
@@ -599,9 +601,29 @@ static void scratch_worker(size_t t, void *arg) {
     }
 }
 
+/* The objects for the threads: the first SCRATCH_THREADS made in a row that lie on one
+ * cache line, out of at most SCRATCH_PROBE (the ones before them freed), so that the
+ * threads share a line wherever the blocks made before left the next ones; the last ones
+ * made if no such run comes (an allocator that spaces its objects apart escapes fairly). */
+static void scratch_neighbours(void **given) {
+    void *made[SCRATCH_PROBE];
+    size_t first = 0;
+    for (size_t n = 0; n < SCRATCH_PROBE; n++) {
+        made[n] = block_new(SCRATCH_SIZE);
+        if (n + 1 < SCRATCH_THREADS) continue;
+        first = n + 1 - SCRATCH_THREADS;
+        int one_line = 1;
+        for (size_t k = first + 1; k <= n; k++)
+            one_line &= (uintptr_t)made[k] / CACHE_LINE == (uintptr_t)made[first] / CACHE_LINE;
+        if (one_line) break;
+    }
+    for (size_t k = 0; k < first; k++) block_free(made[k]);
+    for (size_t t = 0; t < SCRATCH_THREADS; t++) given[t] = made[first + t];
+}
+
 static uint64_t scratch(uint64_t ops, size_t warm) {
     scratch_t sc = { .each = ops / SCRATCH_THREADS ? ops / SCRATCH_THREADS : 1, .warm = warm };
-    for (size_t t = 0; t < SCRATCH_THREADS; t++) sc.given[t] = block_new(SCRATCH_SIZE);
+    scratch_neighbours(sc.given);
     on_threads(SCRATCH_THREADS, scratch_worker, &sc);
     return sc.each * SCRATCH_THREADS;
 }

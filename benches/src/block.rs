@@ -89,6 +89,11 @@ impl Block {
         }
     }
 
+    /// The block's address, to see where the allocator put it.
+    pub fn addr(&self) -> usize {
+        self.ptr.as_ptr() as usize
+    }
+
     /// Add one to every byte of the block, `rounds` times over, each byte read and written
     /// through memory (a counter or a small struct the thread keeps updating).
     pub fn scribble(&mut self, rounds: usize) {

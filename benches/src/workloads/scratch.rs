@@ -1,6 +1,6 @@
 //! Hoard's cache-scratch, the test of allocator-induced *passive false sharing*: the main
 //! thread allocates one small object for each of [`THREADS`] threads (neighbours in
-//! memory, on one cache line), each thread frees the one it was given, then allocates an
+//! memory, on one cache line: [`neighbours`]), each thread frees the one it was given, then allocates an
 //! object of the same size, updates every byte of it [`ROUNDS`] times and frees it, over
 //! and over. An allocator that hands a thread the block it just freed, which lies on the
 //! line another thread's object lies on, makes the two threads' caches fight over that
@@ -31,9 +31,32 @@ pub fn run_warm(ops: u64) -> u64 {
     scratch(ops, WARM)
 }
 
+/// Objects made at most while looking for [`THREADS`] in a row on one cache line.
+const PROBE: usize = 64;
+/// Bytes of a cache line.
+const LINE: usize = 64;
+
+/// The objects for the threads: the first [`THREADS`] made in a row that lie on one cache
+/// line, out of at most [`PROBE`] (the ones before them freed), so that the threads share
+/// a line wherever the blocks made before left the next ones (with the musl build's
+/// allocations before, hakmem's first two straddled a line); the last ones made if no
+/// such run comes (an allocator that spaces its objects apart escapes fairly).
+fn neighbours() -> Vec<Block> {
+    let mut made: Vec<Block> = Vec::with_capacity(PROBE);
+    while made.len() < PROBE {
+        made.push(Block::new(SIZE));
+        if let Some(run) = made.last_chunk::<THREADS>() {
+            if run.iter().all(|b| b.addr() / LINE == run[0].addr() / LINE) {
+                break;
+            }
+        }
+    }
+    made.split_off(made.len() - THREADS)
+}
+
 fn scratch(ops: u64, warm: usize) -> u64 {
     let each = (ops / THREADS as u64).max(1);
-    let given: Vec<Block> = (0..THREADS).map(|_| Block::new(SIZE)).collect();
+    let given = neighbours();
     std::thread::scope(|s| {
         for first in given {
             s.spawn(move || {
