@@ -576,9 +576,9 @@ static uint64_t thread_pool(uint64_t ops) {
 
 /* The main thread allocates one object of SCRATCH_SIZE bytes for each of SCRATCH_THREADS
  * threads (neighbours, on one cache line: scratch_neighbours); each thread frees the one
- * it was given, then
- * allocates an object of the same size, updates every byte SCRATCH_ROUNDS times and frees
- * it, over and over. One operation is one object allocated, updated and freed. */
+ * it was given, then allocates an object of the same size, updates every byte
+ * SCRATCH_ROUNDS times and frees it, over and over. One operation is one object
+ * allocated, updated and freed. */
 enum { SCRATCH_THREADS = 2, SCRATCH_SIZE = 8, SCRATCH_ROUNDS = 100, SCRATCH_WARM = 16 };
 enum { SCRATCH_PROBE = 64, CACHE_LINE = 64 };
 

@@ -1,11 +1,11 @@
 //! Hoard's cache-scratch, the test of allocator-induced *passive false sharing*: the main
 //! thread allocates one small object for each of [`THREADS`] threads (neighbours in
-//! memory, on one cache line: [`neighbours`]), each thread frees the one it was given, then allocates an
-//! object of the same size, updates every byte of it [`ROUNDS`] times and frees it, over
-//! and over. An allocator that hands a thread the block it just freed, which lies on the
-//! line another thread's object lies on, makes the two threads' caches fight over that
-//! line for as long as they keep reusing it. One operation is one object allocated,
-//! updated and freed.
+//! memory, on one cache line: [`neighbours`]), each thread frees the one it was given,
+//! then allocates an object of the same size, updates every byte of it [`ROUNDS`] times
+//! and frees it, over and over. An allocator that hands a thread the block it just
+//! freed, which lies on the line another thread's object lies on, makes the two threads'
+//! caches fight over that line for as long as they keep reusing it. One operation is one
+//! object allocated, updated and freed.
 
 use crate::Block;
 
