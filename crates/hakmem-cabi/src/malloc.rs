@@ -450,10 +450,27 @@ pub fn trim() -> bool {
 /// `malloc(size)`.
 #[no_mangle]
 pub extern "C" fn malloc(size: usize) -> *mut c_void {
-    // The fast path pops the thread cache; everything else (a miss, a large block, heap
-    // profiling, checked mode, counting, errno) is one tail call.
+    // The fast path pops the thread cache; everything else (a miss, a block over the class
+    // table's reach, heap profiling, checked mode, counting, errno) is one tail call. One
+    // compare tells both the mode and the table's reach ([`mode::table_below`]).
+    if mode::table_below(size) {
+        // SAFETY: the bound is at most `TABLE_MAX + 1` (its invariant).
+        let p = unsafe { hakmem_core::alloc_cached_table(size) };
+        if !p.is_null() {
+            return p.cast();
+        }
+        return malloc_counted_down(size);
+    }
+    malloc_beyond_table(size)
+}
+
+/// `malloc` of what [`malloc`]'s compare let by: in plain mode, a request over the class
+/// table's reach (inlined: it pays the bound's compare and the mode byte's test, as it
+/// paid the byte's test and the table's compare before the bound took both), else any.
+#[inline(always)]
+fn malloc_beyond_table(size: usize) -> *mut c_void {
     if mode::plain_alloc() {
-        let p = hakmem_core::alloc_cached(size);
+        let p = hakmem_core::alloc_cached_wide(size);
         if !p.is_null() {
             return p.cast();
         }

@@ -1,7 +1,8 @@
 //! What the malloc family does besides allocating: checks (`HAKMEM_CHECK=1`) and counting
 //! (`HAKMEM_STATS=1`), in one byte, so that the allocating fast paths pay one load and
-//! one predictable branch for both ([`plain`]: the byte is zero). `free`'s fast path pays
-//! nothing: turning either on turns it off for good ([`hakmem_core::stop_free_cached`]),
+//! one predictable branch for both ([`plain`]: the byte is zero); `malloc` compares the
+//! size with a bound that follows the byte instead, one compare for the mode and the
+//! class table's reach ([`table_below`]). `free`'s fast path pays nothing: turning either on turns it off for good ([`hakmem_core::stop_free_cached`]),
 //! before the byte says so, and what it leaves tests the byte.
 //!
 //! Checked mode ([`hakmem_core::Checked`]) lays blocks out differently (a canary at the
@@ -15,8 +16,8 @@
 //! its bit is set by the constructor.
 
 use core::sync::atomic::{
-    AtomicU8,
-    Ordering::{Acquire, Relaxed, Release},
+    AtomicU8, AtomicUsize,
+    Ordering::{Acquire, Relaxed, Release, SeqCst},
 };
 
 /// `HAKMEM_CHECK` has not been read yet.
@@ -33,6 +34,62 @@ const COUNTED: u8 = 4;
 const PROFILED: u8 = 8;
 
 static MODE: AtomicU8 = AtomicU8::new(UNDECIDED);
+
+/// The bound [`table_below`] compares with. Invariant: `TABLE_MAX + 1` or 0, and, once
+/// every change of [`MODE`] has run [`follow_mode`], `TABLE_MAX + 1` exactly when the
+/// mode byte is 0. It is never `TABLE_MAX + 1` while checks are on: they are chosen
+/// only from [`UNDECIDED`], before any store here found the byte 0.
+static TABLE_BELOW: AtomicUsize = AtomicUsize::new(0);
+
+/// Whether `malloc`'s fast path is open to a request of `size` bytes: `size` is below
+/// [`TABLE_BELOW`], `TABLE_MAX + 1` while [`plain_alloc`] holds, else 0. So `malloc`
+/// tests its mode and the class table's reach in one compare with memory, where the
+/// mode byte's `test` and the size's compare took two instructions each (the compiler
+/// would load the bound into a register first: hence the `cmp` with memory written out,
+/// as [`none_of`]'s `test`). A program whose mode changes while it allocates (counting
+/// or heap profiling turned on) may have a few allocations take the fast path after the
+/// change, as with the byte read `Relaxed`.
+#[inline(always)]
+pub fn table_below(size: usize) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        // SAFETY: reads the bound, a static; writes nothing but the flags.
+        unsafe {
+            core::arch::asm!(
+                "cmp {size}, qword ptr [rip + {below}]",
+                "jae {beyond}",
+                size = in(reg) size,
+                below = sym TABLE_BELOW,
+                beyond = label { return false; },
+                options(nostack, readonly),
+            );
+        }
+        true
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        size < TABLE_BELOW.load(Relaxed)
+    }
+}
+
+/// Set [`TABLE_BELOW`] from the mode byte, after a change of it. Each writer reads the
+/// byte again after its store and goes round if it changed, so the store last in the
+/// order of all (`SeqCst`) is from the byte as it stands: a writer whose store of an
+/// older byte's bound lands after another's sees the newer byte and writes again.
+fn follow_mode() {
+    loop {
+        let m = MODE.load(SeqCst);
+        let below = if m == 0 {
+            hakmem_core::TABLE_MAX + 1
+        } else {
+            0
+        };
+        TABLE_BELOW.store(below, SeqCst);
+        if MODE.load(SeqCst) == m {
+            return;
+        }
+    }
+}
 
 /// The mode is decided, unchecked, and nothing is counted: take the fast path.
 #[inline(always)]
@@ -96,6 +153,7 @@ pub fn profiled_only() -> bool {
 /// Send every allocation through [`crate::heap_profile`]'s countdown from now on.
 pub fn profile() {
     MODE.fetch_or(PROFILED, Relaxed);
+    follow_mode();
 }
 
 /// Whether blocks are checked; decides the mode if no call did yet. Acquire: a thread
@@ -119,6 +177,7 @@ pub fn counted() -> bool {
 pub fn count() {
     hakmem_core::stop_free_cached();
     MODE.fetch_or(COUNTED, Release);
+    follow_mode();
 }
 
 /// Read `HAKMEM_CHECK` and fix the mode, unless another call did first; returns the mode.
@@ -139,8 +198,10 @@ pub fn decide() -> u8 {
         0
     };
     let fixed = |m: u8| (m & !UNDECIDED) | check;
-    match MODE.fetch_update(Release, Acquire, |m| (m & UNDECIDED != 0).then(|| fixed(m))) {
+    let m = match MODE.fetch_update(Release, Acquire, |m| (m & UNDECIDED != 0).then(|| fixed(m))) {
         Ok(before) => fixed(before),
         Err(decided) => decided,
-    }
+    };
+    follow_mode();
+    m
 }

@@ -133,16 +133,41 @@ fn alloc_small<const CHECKED: bool>(c: Class, align: usize, fill: Fill) -> *mut 
     p
 }
 
+/// The largest request [`alloc_cached_table`] takes: its class is one load from a table.
+pub const TABLE_MAX: usize = size_class::TABLE_MAX;
+
+/// [`alloc_cached`] of a request of at most [`TABLE_MAX`] bytes, for a front end that
+/// has tested the size already (C's `malloc` compares it with a bound that also says
+/// whether its mode lets it take the fast path).
+///
+/// # Safety
+/// `size <= TABLE_MAX`.
+#[inline(always)]
+pub unsafe fn alloc_cached_table(size: usize) -> *mut u8 {
+    // SAFETY: by the caller.
+    unsafe { core::hint::assert_unchecked(size <= TABLE_MAX) };
+    thread_cache::pop_mapped(size_class::map_byte_of_table_size(size))
+}
+
 /// The fast path alone, for a front end that wants its own slow path as a tail call (C's
 /// `malloc`; plain mode): a block of at least `size` bytes, 16-byte aligned, from the
 /// thread's cache; null when the cache has none or the request is not small.
 /// [`alloc`](crate::alloc) then does the rest.
 #[inline(always)]
 pub fn alloc_cached(size: usize) -> *mut u8 {
-    if size <= size_class::TABLE_MAX {
+    if size <= TABLE_MAX {
         // Its own pop, so that the sizes of the table reach it without a jump.
-        return thread_cache::pop(size_class::class_of_table_size(size));
+        // SAFETY: just tested.
+        return unsafe { alloc_cached_table(size) };
     }
+    alloc_cached_wide(size)
+}
+
+/// [`alloc_cached`] without the test for the class table's reach, for a front end that
+/// has made it ([`alloc_cached_table`]): any size, but meant for those over
+/// [`TABLE_MAX`] (the block comes without the prefetch of the bin's next one).
+#[inline(always)]
+pub fn alloc_cached_wide(size: usize) -> *mut u8 {
     match size_class::class_of_size(size) {
         Some(c) => thread_cache::pop_wide(c),
         None => core::ptr::null_mut(),

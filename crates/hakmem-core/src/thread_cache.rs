@@ -373,11 +373,21 @@ pub fn pop_wide(c: Class) -> *mut u8 {
     pop_with::<false>(c)
 }
 
+/// [`pop`] of a class that comes as the slab map keeps it ([`bin_of_mapped`]).
+#[inline(always)]
+pub fn pop_mapped(b: MapByte) -> *mut u8 {
+    // SAFETY: the thread's own bin, which no other reference reaches meanwhile.
+    unsafe { pop_from::<true>(&mut *bin_of_mapped(b)) }
+}
+
 #[inline(always)]
 fn pop_with<const PREFETCH: bool>(c: Class) -> *mut u8 {
-    let tc = cache();
     // SAFETY: the thread's own cache, which no other reference reaches meanwhile.
-    let bin = unsafe { bin_of(tc, c) };
+    pop_from::<PREFETCH>(unsafe { bin_of(cache(), c) })
+}
+
+#[inline(always)]
+fn pop_from<const PREFETCH: bool>(bin: &mut Bin) -> *mut u8 {
     let b = bin.head;
     if !b.is_null() {
         // SAFETY: blocks in a bin are free and linked.
@@ -426,20 +436,21 @@ pub unsafe fn free<H: ThreadHooks>(p: *mut u8, c: Class) {
 #[inline(always)]
 pub unsafe fn free_mapped<H: ThreadHooks>(p: *mut u8, b: MapByte) {
     // SAFETY: the thread's own bin; `p` by the caller.
-    unsafe { push::<H>(p, bin_of_mapped(cache(), b)) }
+    unsafe { push::<H>(p, bin_of_mapped(b)) }
 }
 
-/// The bin of `b`'s class in the cache at `tc`: `b.times_eight()` is the class's index
-/// plus one times 16, the end of its bin (bins of 16 bytes from the cache's start, which
-/// the assertion checks), so the address is one scaled index and a displacement, computed
-/// into a register ([`in_register`]).
+/// The calling thread's bin of `b`'s class: `b.times_eight()` is the class's index plus
+/// one times 16, the offset of its bin from 16 bytes before the cache (bins of 16 bytes
+/// from the cache's start, which the assertion checks), an address of its own in the
+/// thread's TLS ([`tls::slot_less_16`]), so the bin's address is one scaled index from
+/// it, computed into a register ([`in_register`]) by one `lea`.
 #[inline(always)]
-fn bin_of_mapped(tc: *mut ThreadCache, b: MapByte) -> *mut Bin {
+fn bin_of_mapped(b: MapByte) -> *mut Bin {
     const _: () =
         assert!(core::mem::size_of::<Bin>() == 16 && core::mem::offset_of!(ThreadCache, bins) == 0);
     in_register(
-        tc.cast::<u8>()
-            .wrapping_add(b.times_eight() - 16)
+        tls::slot_less_16()
+            .wrapping_add(b.times_eight())
             .cast::<Bin>(),
     )
 }
@@ -1448,12 +1459,11 @@ mod tests {
 
     #[test]
     fn the_slab_maps_byte_reaches_the_bin_of_its_class() {
-        let mut tc = core::mem::MaybeUninit::<ThreadCache>::zeroed();
-        let tc = tc.as_mut_ptr();
+        let tc = cache();
         for c in Class::all() {
-            // SAFETY: `tc` is a zeroed cache, a valid one; only addresses are compared.
+            // SAFETY: the thread's cache; only addresses are compared.
             let bin: *mut Bin = unsafe { bin_of(tc, c) };
-            assert_eq!(bin_of_mapped(tc, MapByte::of(c)), bin, "{c:?}");
+            assert_eq!(bin_of_mapped(MapByte::of(c)), bin, "{c:?}");
         }
     }
 

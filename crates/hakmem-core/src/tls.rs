@@ -43,6 +43,12 @@ mod imp {
     pub fn slot() -> *mut u8 {
         core::ptr::addr_of_mut!(SLOT).cast()
     }
+
+    /// The calling thread's slot address less 16 (a constant offset here, folded).
+    #[inline(always)]
+    pub fn slot_less_16() -> *mut u8 {
+        slot().wrapping_sub(16)
+    }
 }
 
 #[cfg(all(not(feature = "nightly"), any(miri, loom)))]
@@ -61,6 +67,12 @@ mod imp {
     pub fn slot() -> *mut u8 {
         SLOT.with(UnsafeCell::get).cast()
     }
+
+    /// The calling thread's slot address less 16.
+    #[inline(always)]
+    pub fn slot_less_16() -> *mut u8 {
+        slot().wrapping_sub(16)
+    }
 }
 
 #[cfg(all(
@@ -76,9 +88,19 @@ mod imp {
     // shared object reaches it through its own GOT entry. Section and symbol types are
     // written with `%`, which both the x86-64 and the AArch64 assembler accept (`@`
     // starts a comment on some ARM assemblers).
+    //
+    // 16 bytes before it, `hakmem_thread_cache_less_16` ([`slot_less_16`]), after padding
+    // that keeps the slot aligned.
     core::arch::global_asm!(
         ".pushsection .tbss,\"awT\",%nobits",
         ".p2align {align_log2}",
+        ".zero {pad}",
+        ".globl hakmem_thread_cache_less_16",
+        ".hidden hakmem_thread_cache_less_16",
+        ".type hakmem_thread_cache_less_16,%object",
+        ".size hakmem_thread_cache_less_16, 16",
+        "hakmem_thread_cache_less_16:",
+        ".zero 16",
         ".globl hakmem_thread_cache",
         ".hidden hakmem_thread_cache",
         ".type hakmem_thread_cache,%object",
@@ -88,42 +110,59 @@ mod imp {
         ".popsection",
         size = const SLOT_BYTES,
         align_log2 = const SLOT_ALIGN.trailing_zeros(),
+        pad = const SLOT_ALIGN - 16,
     );
+
+    /// The address of the TLS symbol `$sym` for the calling thread.
+    macro_rules! tls_address {
+        ($sym:literal) => {{
+            let p: *mut u8;
+            // SAFETY: reads the thread pointer and the symbol's offset from the GOT (the
+            // initial-exec sequence, which an executable's linker relaxes to a constant); no
+            // memory is written. `pure, nomem` tells the compiler it may reuse one result for
+            // every call in a function body, as it does for a `#[thread_local]` address: the
+            // thread pointer is fixed for the thread's life, the GOT entry is filled by the
+            // loader before any code runs and is read-only after relocation, and one
+            // invocation of a function runs on one thread (an `async` body that moves between
+            // threads does so only by returning from `poll`). Without `nomem`, every opaque
+            // memory access between two calls (a `black_box`, a write through a raw pointer)
+            // forced the sequence to be run again.
+            unsafe {
+                #[cfg(target_arch = "x86_64")]
+                core::arch::asm!(
+                    "mov {p}, qword ptr fs:[0]",
+                    concat!("add {p}, qword ptr [rip + ", $sym, "@GOTTPOFF]"),
+                    p = out(reg) p,
+                    options(pure, nomem, nostack),
+                );
+                #[cfg(target_arch = "aarch64")]
+                core::arch::asm!(
+                    "mrs {p}, tpidr_el0",
+                    concat!("adrp {off}, :gottprel:", $sym),
+                    concat!("ldr {off}, [{off}, #:gottprel_lo12:", $sym, "]"),
+                    "add {p}, {p}, {off}",
+                    p = out(reg) p,
+                    off = out(reg) _,
+                    options(pure, nomem, nostack),
+                );
+            }
+            p
+        }};
+    }
 
     /// The calling thread's slot.
     #[inline(always)]
     pub fn slot() -> *mut u8 {
-        let p: *mut u8;
-        // SAFETY: reads the thread pointer and the slot's offset from the GOT (the
-        // initial-exec sequence, which an executable's linker relaxes to a constant); no
-        // memory is written. `pure, nomem` tells the compiler it may reuse one result for
-        // every call in a function body, as it does for a `#[thread_local]` address: the
-        // thread pointer is fixed for the thread's life, the GOT entry is filled by the
-        // loader before any code runs and is read-only after relocation, and one
-        // invocation of a function runs on one thread (an `async` body that moves between
-        // threads does so only by returning from `poll`). Without `nomem`, every opaque
-        // memory access between two calls (a `black_box`, a write through a raw pointer)
-        // forced the sequence to be run again.
-        unsafe {
-            #[cfg(target_arch = "x86_64")]
-            core::arch::asm!(
-                "mov {p}, qword ptr fs:[0]",
-                "add {p}, qword ptr [rip + hakmem_thread_cache@GOTTPOFF]",
-                p = out(reg) p,
-                options(pure, nomem, nostack),
-            );
-            #[cfg(target_arch = "aarch64")]
-            core::arch::asm!(
-                "mrs {p}, tpidr_el0",
-                "adrp {off}, :gottprel:hakmem_thread_cache",
-                "ldr {off}, [{off}, #:gottprel_lo12:hakmem_thread_cache]",
-                "add {p}, {p}, {off}",
-                p = out(reg) p,
-                off = out(reg) _,
-                options(pure, nomem, nostack),
-            );
-        }
-        p
+        tls_address!("hakmem_thread_cache")
+    }
+
+    /// The calling thread's slot address less 16, from a label of its own: a caller that
+    /// adds at least 16 to it (`thread_cache::bin_of_mapped`) pays no instruction for the
+    /// difference, where `slot()` less 16 would be a `sub` (the sequence is opaque to the
+    /// compiler).
+    #[inline(always)]
+    pub fn slot_less_16() -> *mut u8 {
+        tls_address!("hakmem_thread_cache_less_16")
     }
 }
 
@@ -138,4 +177,4 @@ compile_error!(
     "hakmem-core needs Linux on x86-64 or AArch64, or the `nightly` feature for #[thread_local]"
 );
 
-pub use imp::slot;
+pub use imp::{slot, slot_less_16};
