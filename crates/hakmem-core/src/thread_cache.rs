@@ -2,14 +2,15 @@
 //! count and a capacity. This is the fast path of both allocation and free:
 //!
 //! - alloc: pop the head of the class's bin; if empty, refill a batch from the heap.
-//! - free: push on the bin; if the bin is full, the block joins the stash when it lies
+//! - free: push on the bin (a small block of another thread's, under the bin's newest
+//!   block of ours: below); if the bin is full, the block joins the stash when it lies
 //!   far from the last one there (a batch freed in scattered order: [`Stash`]), else it
 //!   is pushed and the newest blocks go back to the heap: half the capacity, or 64
 //!   blocks when that is less (classes over 1 KiB hand them to the depot as one batch
 //!   when it has room, [`crate::depot`]).
 //!
-//! Blocks freed by a thread that does not own their slab simply join this thread's
-//! cache; only when flushed to their slab do they travel back to its remote list.
+//! Blocks freed by a thread that does not own their slab join this thread's cache too;
+//! only when flushed to their slab do they travel back to its remote list.
 //!
 //! The price is *passive false sharing* (`cache-scratch`, Hoard's test): the thread's
 //! next allocation of the class gets back the block another thread made, whose
@@ -23,10 +24,10 @@
 //! thread's first block of the class is one of its own slabs, and hakmem took the least
 //! time of the field on the three rows (`--workload
 //! cache-scratch,c-cache-scratch,musl-cache-scratch --runs 5`; 1.00x-1.05x the best in
-//! the full run of docs/BENCHMARKS.md at `aee5504`). A thread whose bin is warm still
-//! takes such a block back (`cache-scratch-warm`, whose threads first allocate and free
-//! 16 objects of the size: 5.34x mimalloc 3's time in Rust, 4.09x in C, jemalloc 5.01x
-//! and 3.97x, in that run). Two throwaway builds of `845f545`'s allocator tested the
+//! the full run of docs/BENCHMARKS.md at `aee5504`). A thread whose bin was warm took
+//! such a block back (`cache-scratch-warm`, whose threads first allocate and free 16
+//! objects of the size: 5.34x mimalloc 3's time in Rust, 4.09x in C, jemalloc 5.01x
+//! and 3.97x, in that run), until the test of the bin's newest block below. Two throwaway builds of `845f545`'s allocator tested the
 //! block's owner in the fast path (the superslab's `owner` against the thread's heap: 5
 //! instructions more a free, the C pair 61.0 against 56.0) and kept a foreign block
 //! apart: given back at once, the shape ran as fast as mimalloc 3, but
@@ -51,6 +52,43 @@
 //! bytes in a map of their own, 2 GiB below the classes, `c-fixed-size` took 1.15x-1.35x
 //! its time, 1.02x beside the class byte. The bins' new layout alone (a 16-bit capacity
 //! and the byte) took 1.00x and 0.98x: the price is the load and the branch.
+//!
+//! What the fast path does now loads nothing more: a free tests whether the block lies
+//! in the same 4 MiB superslab as its bin's newest block (`(p ^ head) >> 22` against a
+//! mask in the bin, five instructions, [`push`]), and only when it does not, leaves for
+//! [`free_aside`], which reads the owners of both superslabs ([`push_under`]): a block
+//! of another heap's goes under a newest block of ours. `c-cache-scratch-warm` then took
+//! 0.32x the time of the build before (5 alternated runs under `LD_PRELOAD`, 47.9 ms
+//! against 150.0), `cache-scratch-warm` 0.24x (5 alternated runs of `bench-hakmem`),
+//! as fast as mimalloc 3. It costs the instructions: callgrind of every C row, 100K
+//! operations each, counted 0.99x-1.037x the instructions of the build before
+//! (`c-io-buffers` the most, whose blocks over 1 KiB pay the test and none of
+//! `malloc`'s savings), and `random-mixed` in Rust, whose sized free gained the five
+//! and nothing else, 1.054x (300K operations). Three things keep it from costing more,
+//! each found by a build without it (alternated runs under `LD_PRELOAD`, medians):
+//!
+//! - The mask is set only in the bins of classes of at most 1 KiB. With every class
+//!   tested, `c-many-threads` (16 threads churning 16 B..4 KiB) took 1.19x-1.23x its
+//!   time (three sets of 7 runs), with 9 % of its samples in `free_aside` (`perf
+//!   record`): blocks over 1 KiB pass between threads through the depot, so their bins
+//!   mix superslabs; and `c-thread-pool` peaked at 6.0 MiB against 4.9, their foreign
+//!   blocks kept under the newest.
+//! - A false alarm (a block of ours, or a newest block that is not) clears the mask
+//!   until the bin's next refill ([`arm_aside`]). Without that, `c-larson-2t` took 1.49x
+//!   its time and `c-wide-churn` 1.54x (5 runs): the bins of a heap of several
+//!   superslabs, or of blocks two threads made, fail the test at random, and each
+//!   failure is a mispredicted branch.
+//! - C's `malloc` and `free` gave back four instructions first (the commit before): one
+//!   compare for the mode and the class table's reach (`mode::table_below` in the C ABI
+//!   crate), and the bin's address with one `lea` from the slab map's byte, from a TLS
+//!   label 16 bytes before the cache ([`tls::slot_less_16`]). The C pair went from 56.0
+//!   instructions to 52.0, and with the test to 57.0 (mimalloc 3 59.1).
+//!
+//! Compared with a word of the cache instead of the newest block (the superslab of the
+//! thread's last refill, three instructions), the test sent away the thread's own
+//! blocks of its other superslabs too, and `__rust_dealloc` grew past what LLVM inlines
+//! (`bench-hakmem` called it from 443 places against 199), which a way out shared with
+//! the full bin's ([`free_aside`]) undid.
 //!
 //! A block of one of the thread's own slabs joins the bin too, where mimalloc's free puts
 //! it on its page's list: the next allocation of the class then gets back the block just
@@ -172,6 +210,7 @@
 //! cached): the free phase 38.1-43.8 ms against 24.1-28.2, the walks 29.9-30.6 against
 //! 21.4-21.9.
 
+use crate::chunk_map::CHUNK_SHIFT;
 use crate::config;
 pub use crate::heap::Fill;
 use crate::heap::Heap;
@@ -196,27 +235,49 @@ use core::ptr::null_mut;
 /// allocates the class or frees one of its own blocks of it. A `limit` above 0 is given
 /// with the thread's heap held and taken back to 0 before the heap goes ([`teardown`]),
 /// so a bin with a capacity is one of a thread whose heap is live.
+///
+/// `aside` is a mask, `u16::MAX` or 0: set in the bins of classes of at most 1 KiB
+/// ([`STASHED_CLASSES`]) at each refill ([`arm_aside`]) and cleared by a false alarm
+/// ([`push_under`]), 0 in the other bins. Where it is set, the free of a block from
+/// another superslab than the bin's newest leaves the fast path ([`Bin::sends_aside`]).
 #[repr(C)]
 pub struct Bin {
     pub head: *mut Block,
     room: i32,
-    limit: u32,
+    /// The capacity, at most `u16::MAX` (a slab's blocks, at most 4096, or `cache_max`).
+    limit: u16,
+    aside: u16,
 }
 
 impl Bin {
+    /// The capacity.
+    fn limit(&self) -> u32 {
+        self.limit as u32
+    }
+
     /// Blocks on the list.
     fn count(&self) -> u32 {
-        (self.limit as i32 - self.room) as u32
+        (self.limit() as i32 - self.room) as u32
     }
 
     fn set_count(&mut self, n: u32) {
-        self.room = self.limit as i32 - n as i32;
+        self.room = self.limit() as i32 - n as i32;
+    }
+
+    /// Whether the free of `b` leaves the fast path for [`free_aside`] with room in the
+    /// bin: the mask is set and `b` lies in another superslab than the newest block (or
+    /// the bin is empty). Superslabs whose indices differ only from their 17th bit on
+    /// (256 GiB apart) pass for one: a hint, and a missed one costs no more than before.
+    #[inline(always)]
+    fn sends_aside(&self, b: *mut Block) -> bool {
+        ((b as usize ^ self.head as usize) >> CHUNK_SHIFT) as u16 & self.aside != 0
     }
 
     /// Change the capacity, keeping the blocks.
     fn set_limit(&mut self, limit: u32) {
+        debug_assert!(limit <= u16::MAX as u32);
         let n = self.count();
-        self.limit = limit;
+        self.limit = limit as u16;
         self.set_count(n);
     }
 }
@@ -455,8 +516,9 @@ fn bin_of_mapped(b: MapByte) -> *mut Bin {
     )
 }
 
-/// Push the freed block `p` on `bin`; a full bin sends it to [`free_full`] before
-/// anything is written into it.
+/// Push the freed block `p` on `bin`; a full bin, or a block from another superslab than
+/// the bin's newest where the bin's `aside` mask is set, sends it to [`free_aside`]
+/// before anything is written into it (the module doc says why).
 ///
 /// The full bin is told by a compare of `room` ahead of the stores, which costs the C
 /// pair one instruction. Two other forms took `fixed-size` (a block of 256 B allocated
@@ -483,15 +545,64 @@ unsafe fn push<H: ThreadHooks>(p: *mut u8, bin: *mut Bin) {
         // price of one compare.
         return double_free(p, bin);
     }
-    if bin.room <= 0 {
-        // The bin is full: the block goes to the stash or overflows it, before anything
-        // is written into it.
+    if bin.room <= 0 || bin.sends_aside(b) {
+        // The bin is full, or the block may be another thread's: before anything is
+        // written into it.
         // SAFETY: as above.
-        return unsafe { free_full::<H>(p, bin) };
+        return unsafe { free_aside::<H>(p, bin) };
     }
     // SAFETY: the block is the caller's to give up.
     unsafe { (*b).next = bin.head };
     bin.head = b;
+    bin.room -= 1;
+}
+
+/// [`push`]'s way out: a full bin's free ([`free_full`]), or a block from another
+/// superslab than the bin's newest ([`push_under`]).
+///
+/// # Safety
+/// As for [`push`].
+#[cold]
+#[inline(never)]
+unsafe fn free_aside<H: ThreadHooks>(p: *mut u8, bin: *mut Bin) {
+    // SAFETY: by the caller.
+    unsafe {
+        if (*bin).room <= 0 {
+            return free_full::<H>(p, bin);
+        }
+        push_under(p.cast(), &mut *bin)
+    }
+}
+
+/// Push `b`, a block from another superslab than `bin`'s newest, on `bin`: second, under
+/// the newest, when `b` is another heap's and the newest is ours, else on top. Another
+/// thread made `b`, and may still be writing its neighbours on their cache line: the
+/// thread's next allocation of the class then gets back the block it had, not this one.
+///
+/// # Safety
+/// As for [`push`], the bin with room.
+#[inline(always)]
+unsafe fn push_under(b: *mut Block, bin: &mut Bin) {
+    let head = bin.head;
+    // SAFETY: the thread's own cache, reached in place.
+    let h = unsafe { (*cache()).heap };
+    // SAFETY: the thread's heap, live while it is (heaps are never unmapped); `b` is a
+    // handed-out block and `head` a block of the thread's bin, so both superslabs are live.
+    let under = !head.is_null() && !h.is_null() && unsafe { !(*h).owns(b) && (*h).owns(head) };
+    if under {
+        // SAFETY: the head is a free block of the bin; `b` the caller's.
+        unsafe {
+            (*b).next = (*head).next;
+            (*head).next = b;
+        }
+    } else {
+        // SAFETY: the block is the caller's to give up.
+        unsafe { (*b).next = head };
+        bin.head = b;
+        // A false alarm: the bin mixes superslabs (a heap of several, or blocks of
+        // several threads), so its frees leave the fast path until its next refill.
+        bin.aside = 0;
+    }
     bin.room -= 1;
 }
 
@@ -574,11 +685,20 @@ unsafe fn setup_thread<H: ThreadHooks>(tc: *mut ThreadCache) -> *mut Heap {
 ///
 /// Returns whether this was the class's first use (the bin got its capacity now).
 fn start_capacity(bin: &mut Bin, c: Class) -> bool {
-    let first = bin.limit == 0 && !is_medium(c);
+    let first = bin.limit() == 0 && !is_medium(c);
     if first {
         bin.set_limit(initial_capacity(config::current(), c));
     }
     first
+}
+
+/// Let the frees into `bin` (of class `c`) of blocks from another superslab than its
+/// newest leave the fast path, if `c` is small enough (at most 1 KiB) for blocks to share
+/// cache lines ([`push_under`]).
+fn arm_aside(bin: &mut Bin, c: Class) {
+    if c.index() < STASHED_CLASSES {
+        bin.aside = u16::MAX;
+    }
 }
 
 /// Capacity a class starts with: a quarter of its maximum; it grows when the class misses.
@@ -648,13 +768,13 @@ unsafe fn shrink_idle(tc: *mut ThreadCache, h: *mut Heap, classes: u64) {
     let policy = config::current();
     for (k, bin) in t.bins.iter_mut() {
         let min = config::min_capacity(policy, block_size(k));
-        if idle & (1 << k.index()) == 0 || bin.limit <= min {
+        if idle & (1 << k.index()) == 0 || bin.limit() <= min {
             continue;
         }
-        bin.set_limit((bin.limit / 2).max(min));
+        bin.set_limit((bin.limit() / 2).max(min));
         if bin.room < 0 {
             // SAFETY: the bin's blocks are ours; `h` is our heap.
-            unsafe { flush_newest(bin, h, k, bin.limit, Heap::flush) };
+            unsafe { flush_newest(bin, h, k, bin.limit(), Heap::flush) };
         }
     }
 }
@@ -685,7 +805,7 @@ unsafe fn flush_medium(tc: *mut ThreadCache, h: *mut Heap, missed: Class) {
             unsafe { flush_newest(bin, h, k, 0, Heap::flush) };
         }
         let side = SIDE_CAPACITY[k.index()];
-        if k != missed && bin.limit > side {
+        if k != missed && bin.limit() > side {
             bin.set_limit(side);
         }
     }
@@ -714,14 +834,14 @@ static SIDE_CAPACITY: [u32; NUM_CLASSES] = {
 /// consumer's bins stay small ([`flush_quantum`]); grown back without that test,
 /// `producer-consumer` took 1.75x its time (7 alternated runs).
 fn regrow_capacity(bin: &mut Bin, initial: u32) {
-    bin.set_limit((bin.limit * 2).clamp(1, initial));
+    bin.set_limit((bin.limit() * 2).clamp(1, initial));
 }
 
 /// A class that missed gets a larger capacity, up to its profile's maximum.
 fn grow_capacity(bin: &mut Bin, c: Class) {
     let max = config::cache_capacity(config::current(), block_size(c));
-    if bin.limit < max {
-        bin.set_limit((bin.limit * 2).clamp(1, max));
+    if bin.limit() < max {
+        bin.set_limit((bin.limit() * 2).clamp(1, max));
     }
 }
 
@@ -879,8 +999,9 @@ fn refill_bin<H: ThreadHooks>(c: Class, fill: Fill) -> *mut u8 {
     // SAFETY: the thread's own cache (taken anew: the flush went through the bins).
     let bin = unsafe { bin_of(tc, c) };
     start_capacity(bin, c);
+    arm_aside(bin, c);
     grow_capacity(bin, c);
-    let want = (bin.limit as usize / 2).max(1);
+    let want = (bin.limit() as usize / 2).max(1);
     // SAFETY: `h` is this thread's heap.
     let growths = unsafe { (*h).growths() };
     // SAFETY: `h` is this thread's heap.
@@ -921,7 +1042,7 @@ fn refill_bin<H: ThreadHooks>(c: Class, fill: Fill) -> *mut u8 {
         // more blocks to a slab than `cache_max`; a bin that missed lately has less
         // than its maximum): the capacity rises to hold it, or the next free would
         // flush it again. Idle bins shrink back (`note_slow_path`).
-        if n as u32 > bin.limit {
+        if n as u32 > bin.limit() {
             bin.set_limit(n as u32);
         }
         bin.head = (*first).next;
@@ -1136,7 +1257,7 @@ unsafe fn free_overflow<H: ThreadHooks>(p: *mut u8, bin: *mut Bin) {
     let s = unsafe { &mut (*tc).stash };
     // A bin with no capacity yet goes its own way: the class's first free ([`flush_bin`]).
     // SAFETY: the thread's own bin, reached in place.
-    let started = unsafe { (*bin).limit } > 0;
+    let started = unsafe { (*bin).limit() } > 0;
     // SAFETY: `p` is a handed-out block; a bin with a capacity is a live heap's (`Bin`).
     if started && s.restarted_by(bin) && unsafe { (*h).owns(p.cast()) } {
         if s.len > 0 {
@@ -1250,7 +1371,7 @@ unsafe fn flush_bin<H: ThreadHooks>(bin: *mut Bin) {
     }
     let initial = initial_capacity(config::current(), c);
     // SAFETY: `h` is our heap; the bin's head is a block just freed, in a live slab.
-    if bin.limit < initial && unsafe { (*h).owns(bin.head) } {
+    if bin.limit() < initial && unsafe { (*h).owns(bin.head) } {
         regrow_capacity(bin, initial);
         if bin.room >= 0 {
             // Room for the block now: nothing to give back. The statistics hear of the
@@ -1261,7 +1382,7 @@ unsafe fn flush_bin<H: ThreadHooks>(bin: *mut Bin) {
         }
     }
     // A medium bin with no room yet (`start_capacity`) keeps none.
-    let keep = bin.limit.saturating_sub(flush_quantum(bin.limit));
+    let keep = bin.limit().saturating_sub(flush_quantum(bin.limit()));
     // SAFETY: `h` is our heap, the bin is ours.
     unsafe { flush_newest(bin, h, c, keep, Heap::give_back) };
 }
