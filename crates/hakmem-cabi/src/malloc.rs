@@ -455,13 +455,19 @@ pub extern "C" fn malloc(size: usize) -> *mut c_void {
     // compare tells both the mode and the table's reach ([`mode::table_below`]).
     if mode::table_below(size) {
         // SAFETY: the bound is at most `TABLE_MAX + 1` (its invariant).
-        let p = unsafe { hakmem_core::alloc_cached_table(size) };
-        if !p.is_null() {
-            return p.cast();
-        }
-        return malloc_counted_down(size);
+        return cached_or_else(unsafe { hakmem_core::alloc_cached_table(size) }, size);
     }
     malloc_beyond_table(size)
+}
+
+/// `p`, a block from the thread cache, or, where the cache had none (`p` null), the
+/// rest of `malloc` for `size` bytes as a tail call.
+#[inline(always)]
+fn cached_or_else(p: *mut u8, size: usize) -> *mut c_void {
+    if !p.is_null() {
+        return p.cast();
+    }
+    malloc_counted_down(size)
 }
 
 /// `malloc` of what [`malloc`]'s compare let by: in plain mode, a request over the class
@@ -470,11 +476,7 @@ pub extern "C" fn malloc(size: usize) -> *mut c_void {
 #[inline(always)]
 fn malloc_beyond_table(size: usize) -> *mut c_void {
     if mode::plain_alloc() {
-        let p = hakmem_core::alloc_cached_wide(size);
-        if !p.is_null() {
-            return p.cast();
-        }
-        return malloc_counted_down(size);
+        return cached_or_else(hakmem_core::alloc_cached_wide(size), size);
     }
     malloc_not_plain(size)
 }
@@ -488,11 +490,7 @@ fn malloc_not_plain(size: usize) -> *mut c_void {
         if heap_profile::should_sample(size) {
             return malloc_sampled(size);
         }
-        let p = hakmem_core::alloc_cached(size);
-        if !p.is_null() {
-            return p.cast();
-        }
-        return malloc_counted_down(size);
+        return cached_or_else(hakmem_core::alloc_cached(size), size);
     }
     malloc_slow(size)
 }
