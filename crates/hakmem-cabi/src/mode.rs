@@ -2,8 +2,9 @@
 //! (`HAKMEM_STATS=1`), in one byte, so that the allocating fast paths pay one load and
 //! one predictable branch for both ([`plain`]: the byte is zero); `malloc` compares the
 //! size with a bound that follows the byte instead, one compare for the mode and the
-//! class table's reach ([`table_below`]). `free`'s fast path pays nothing: turning either on turns it off for good ([`hakmem_core::stop_free_cached`]),
-//! before the byte says so, and what it leaves tests the byte.
+//! class table's reach ([`table_below`]). `free`'s fast path pays nothing: turning
+//! either on turns it off for good ([`hakmem_core::stop_free_cached`]), before the byte
+//! says so, and what it leaves tests the byte.
 //!
 //! Checked mode ([`hakmem_core::Checked`]) lays blocks out differently (a canary at the
 //! end of each small block, a freed marker in its second word), so a block must be freed

@@ -27,8 +27,8 @@
 //! the full run of docs/BENCHMARKS.md at `aee5504`). A thread whose bin was warm took
 //! such a block back (`cache-scratch-warm`, whose threads first allocate and free 16
 //! objects of the size: 5.34x mimalloc 3's time in Rust, 4.09x in C, jemalloc 5.01x
-//! and 3.97x, in that run), until the test of the bin's newest block below. Two throwaway builds of `845f545`'s allocator tested the
-//! block's owner in the fast path (the superslab's `owner` against the thread's heap: 5
+//! and 3.97x, in that run), until the test of the bin's newest block below. Two
+//! throwaway builds of `845f545`'s allocator tested the block's owner in the fast path (the superslab's `owner` against the thread's heap: 5
 //! instructions more a free, the C pair 61.0 against 56.0) and kept a foreign block
 //! apart: given back at once, the shape ran as fast as mimalloc 3, but
 //! `c-producer-consumer` took 3.08x its time and `c-batch-xthread` 2.34x; given back 32
@@ -71,8 +71,8 @@
 //!   tested, `c-many-threads` (16 threads churning 16 B..4 KiB) took 1.19x-1.23x its
 //!   time (three sets of 7 runs), with 9 % of its samples in `free_aside` (`perf
 //!   record`): blocks over 1 KiB pass between threads through the depot, so their bins
-//!   mix superslabs; and `c-thread-pool` peaked at 6.0 MiB against 4.9, their foreign
-//!   blocks kept under the newest.
+//!   mix superslabs; and `c-thread-pool` peaked at 6.0 MiB against 4.9, with the
+//!   foreign blocks over 1 KiB kept under the newest.
 //! - A false alarm (a block of ours, or a newest block that is not) clears the mask
 //!   until the bin's next refill ([`arm_aside`]). Without that, `c-larson-2t` took 1.49x
 //!   its time and `c-wide-churn` 1.54x (5 runs): the bins of a heap of several
@@ -244,10 +244,14 @@ use core::ptr::null_mut;
 pub struct Bin {
     pub head: *mut Block,
     room: i32,
-    /// The capacity, at most `u16::MAX` (a slab's blocks, at most 4096, or `cache_max`).
+    /// The capacity: at most a slab's blocks (4096, the assertion below) or a profile's
+    /// `cache_max` (512), held in 16 bits to leave room for `aside`.
     limit: u16,
     aside: u16,
 }
+
+const _: () =
+    assert!(crate::size_class::SLAB_SIZE / crate::size_class::MIN_ALIGN <= u16::MAX as usize);
 
 impl Bin {
     /// The capacity.
@@ -277,7 +281,7 @@ impl Bin {
     fn set_limit(&mut self, limit: u32) {
         debug_assert!(limit <= u16::MAX as u32);
         let n = self.count();
-        self.limit = limit as u16;
+        self.limit = limit.min(u16::MAX as u32) as u16;
         self.set_count(n);
     }
 }

@@ -1,6 +1,8 @@
 //! Where the calling thread's cache lives: one direct thread-local access to a zeroed,
 //! 64-byte aligned slot of [`SLOT_BYTES`] bytes, which [`crate::thread_cache`] lays its
-//! `ThreadCache` over (this module knows only the slot, so it needs nothing above it).
+//! `ThreadCache` over (this module knows only the slot, so it needs nothing above it),
+//! and the same access to the address 16 bytes before the slot ([`slot_less_16`]),
+//! from which the slab map's byte of a class, times 8, reaches its bin.
 //!
 //! - With the `nightly` feature: a `#[thread_local]` static.
 //! - Under Miri or loom (`cfg(miri)`, `cfg(loom)`), which run no inline assembly: std's
