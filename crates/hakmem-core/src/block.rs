@@ -20,7 +20,7 @@ use crate::pool;
 use crate::process::Hooks;
 use crate::retain;
 use crate::size_class::{
-    self, block_size, class_for, class_for_cached, Class, MIN_ALIGN, SLAB_SIZE,
+    self, block_size, class_for, class_for_cached, Class, MIN_ALIGN, SLAB_SIZE, TABLE_MAX,
 };
 use crate::slab_map;
 use crate::thread_cache::{self, Fill, KeepErrno};
@@ -132,9 +132,6 @@ fn alloc_small<const CHECKED: bool>(c: Class, align: usize, fill: Fill) -> *mut 
     }
     p
 }
-
-/// The largest request [`alloc_cached_table`] takes: its class is one load from a table.
-pub const TABLE_MAX: usize = size_class::TABLE_MAX;
 
 /// [`alloc_cached`] of a request of at most [`TABLE_MAX`] bytes, for a front end that
 /// has tested the size already (C's `malloc` compares it with a bound that also says

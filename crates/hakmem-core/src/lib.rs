@@ -71,7 +71,6 @@ mod tls;
 pub use block::{
     alloc_cached, alloc_cached_aligned, alloc_cached_table, alloc_cached_wide, free_cached, owner,
     realloc_cached, stays_in_place, trim, usable_size_cached, NotFreed, Owner, GROW_LARGE_FROM,
-    TABLE_MAX,
 };
 pub use chunk_map::CHUNK_SIZE;
 pub use config::Profile;
@@ -79,7 +78,7 @@ pub use large::MAX_ALIGN;
 pub use misuse::{report_misuse, Misuse};
 pub use os::{abort, write_stderr};
 pub use size_class::{
-    block_size, class_for, class_of_size, Class, MAX_SMALL_SIZE, MIN_ALIGN, NUM_CLASSES,
+    block_size, class_for, class_of_size, Class, MAX_SMALL_SIZE, MIN_ALIGN, NUM_CLASSES, TABLE_MAX,
 };
 pub use stats::{ClassUsage, Residency, Resident, Stats};
 pub use sync::SpinLock;

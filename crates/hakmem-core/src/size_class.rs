@@ -30,7 +30,8 @@
 /// Largest size served from slabs; anything larger is a large mapping.
 pub const MAX_SMALL_SIZE: usize = 1024 * 1024;
 /// Largest request of the classes whose bins C's `malloc` pops with a prefetch of the
-/// next block ([`map_byte_of_table_size`]), and of those [`ALIGNED_TABLE`] answers for.
+/// next block ([`alloc_cached_table`](crate::alloc_cached_table)), and of those the
+/// table of aligned requests answers for (`ALIGNED_TABLE`).
 pub const TABLE_MAX: usize = 1024;
 /// Number of size classes.
 pub const NUM_CLASSES: usize = 64;

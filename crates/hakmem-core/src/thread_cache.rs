@@ -590,9 +590,11 @@ unsafe fn push_under(b: *mut Block, bin: &mut Bin) {
     let head = bin.head;
     // SAFETY: the thread's own cache, reached in place.
     let h = unsafe { (*cache()).heap };
+    // A bin with room has a capacity, so its thread's heap is live ([`Bin`]).
+    debug_assert!(!h.is_null());
     // SAFETY: the thread's heap, live while it is (heaps are never unmapped); `b` is a
     // handed-out block and `head` a block of the thread's bin, so both superslabs are live.
-    let under = !head.is_null() && !h.is_null() && unsafe { !(*h).owns(b) && (*h).owns(head) };
+    let under = !head.is_null() && unsafe { !(*h).owns(b) && (*h).owns(head) };
     if under {
         // SAFETY: the head is a free block of the bin; `b` the caller's.
         unsafe {
