@@ -69,8 +69,9 @@ mod thread_cache;
 mod tls;
 
 pub use block::{
-    alloc_cached, alloc_cached_aligned, alloc_cached_table, alloc_cached_wide, free_cached, owner,
-    realloc_cached, stays_in_place, trim, usable_size_cached, NotFreed, Owner, GROW_LARGE_FROM,
+    alloc_cached, alloc_cached_aligned, alloc_cached_table, alloc_cached_table_zeroed,
+    alloc_cached_wide, free_cached, owner, realloc_cached, stays_in_place, trim,
+    usable_size_cached, NotFreed, Owner, GROW_LARGE_FROM,
 };
 pub use chunk_map::CHUNK_SIZE;
 pub use config::Profile;

@@ -107,6 +107,17 @@ static void calloc_overflow_and_zero(void) {
             free(z);
         }
     }
+    /* Every size the thread cache's fast path takes, as one count and as a product: the
+     * block just freed comes back dirty from the bin, its link in its first word. */
+    for (size_t size = 0; size <= 1100; size++) {
+        unsigned char *d = malloc(size);
+        memset(d, 0xAB, size);
+        free(d);
+        unsigned char *z = size % 2 ? calloc(1, size) : calloc(size / 2, 2);
+        CHECK(z != NULL);
+        for (size_t k = 0; k < size; k++) CHECK(z[k] == 0);
+        free(z);
+    }
 }
 
 static void reallocarray_overflow(void) {
