@@ -20,7 +20,7 @@ use crate::pool;
 use crate::process::Hooks;
 use crate::retain;
 use crate::size_class::{
-    self, block_size, class_for, class_for_cached, Class, MIN_ALIGN, SLAB_SIZE, TABLE_MAX,
+    self, block_size, class_for, class_for_cached, Class, MapByte, MIN_ALIGN, SLAB_SIZE, TABLE_MAX,
 };
 use crate::slab_map;
 use crate::thread_cache::{self, Fill, KeepErrno};
@@ -681,7 +681,7 @@ unsafe fn move_into<const CHECKED: bool>(
 /// (callgrind, 3.6M calls); with this, 18.
 #[inline(always)]
 pub fn usable_size_cached(p: *const u8) -> Option<usize> {
-    slab_map::block_start_class(p as usize).map(block_size)
+    slab_map::block_start_byte(p as usize).map(MapByte::block_size)
 }
 
 /// Whether resizing `p` to `new_size` bytes (C's `realloc`, alignment 16) leaves the
