@@ -1190,6 +1190,81 @@ static uint64_t list_rebuild(uint64_t ops) {
     return ops;
 }
 
+/* ---- a hash table torn down: chains freed as they are walked (hash_table.rs) ---- */
+
+enum { HASH_ROUND = 200000 };
+
+/* An entry: a link, a key, and its value in a block of its own (8..47 bytes). */
+typedef struct entry { struct entry *next; uint64_t key; unsigned char *value; } hentry_t;
+
+static size_t hash_bucket(uint64_t key, unsigned bits) {
+    return (size_t)((key * 0x9E3779B97F4A7C15ull) >> (64 - bits));
+}
+
+/* The chains of `old` (2^bits buckets) moved into a zeroed table twice as long, which
+ * replaces it. */
+static hentry_t **hash_table(unsigned bits) {
+    hentry_t **t = calloc((size_t)1 << bits, sizeof *t);
+    if (!t) abort();
+    return t;
+}
+
+static hentry_t **hash_grow(hentry_t **old, unsigned bits) {
+    hentry_t **t = hash_table(bits + 1);
+    for (size_t j = 0; j < (size_t)1 << bits; j++)
+        for (hentry_t *e = old[j], *next; e; e = next) {
+            next = e->next;
+            size_t h = hash_bucket(e->key, bits + 1);
+            e->next = t[h];
+            t[h] = e;
+        }
+    free(old);
+    return t;
+}
+
+/* A chained hash table of `n` entries with random keys, grown by doubling from 16
+ * buckets as it fills (a new zeroed table each time), then torn down bucket by bucket,
+ * each entry's link read before its value and the entry are freed. Entries of one chain
+ * were made at unrelated times, so the frees come in no order of address, and each
+ * waits on the load of the entry before: the teardown of a symbol table, a cache, a
+ * C++ `unordered_map`. */
+static uint64_t hash_round(size_t n, rng_t *rng) {
+    unsigned bits = 4;
+    hentry_t **t = hash_table(bits);
+    uint64_t sum = 0;
+    for (size_t i = 0; i < n; i++) {
+        hentry_t *e = malloc(sizeof *e);
+        if (!e) abort();
+        e->key = rng_next(rng);
+        e->value = block_new(rng_between(rng, 8, 47));
+        size_t h = hash_bucket(e->key, bits);
+        e->next = t[h];
+        t[h] = e;
+        if (i + 1 > (size_t)1 << bits) t = hash_grow(t, bits++);
+    }
+    for (size_t j = 0; j < (size_t)1 << bits; j++)
+        for (hentry_t *e = t[j], *next; e; e = next) {
+            next = e->next;
+            sum += e->key;
+            block_free(e->value);
+            free(e);
+        }
+    free(t);
+    return sum;
+}
+
+static uint64_t hash_teardown(uint64_t ops) {
+    rng_t rng = rng_new(43);
+    uint64_t sum = 0;
+    for (uint64_t left = ops; left > 0;) {
+        size_t n = left < HASH_ROUND ? (size_t)left : HASH_ROUND;
+        left -= n;
+        sum += hash_round(n, &rng);
+    }
+    sink = (unsigned char)sum;
+    return ops;
+}
+
 /* ---- a queue: the oldest block freed, a new one in its place (churn.rs's fifo) ---- */
 
 /* A ring of 250K slots of 16..512 bytes taken in turn: each operation frees the oldest
@@ -1290,6 +1365,7 @@ static const workload_t WORKLOADS[] = {
     { "c-io-buffers", 5000000, io_buffers },
     { "c-usable-growth", 6000000, usable_growth },
     { "c-list-rebuild", 1000000, list_rebuild },
+    { "c-hash-teardown", 1000000, hash_teardown },
     { "c-fifo", 5000000, fifo },
     { "c-table-churn", 5000000, table_churn },
     { "c-conn-buffers", 300000, conn_buffers },

@@ -7,6 +7,7 @@ mod batch;
 mod big;
 mod churn;
 mod fixed;
+mod hash_table;
 mod larson;
 mod list;
 mod live_growth;
@@ -178,6 +179,11 @@ pub const WORKLOADS: &[Workload] = &[
     Workload::bench("half-freed", 1_500_000, Run::Once(batch::half_freed)),
     Workload::bench("io-buffers", 5_000_000, Run::Once(churn::io_buffers)),
     Workload::bench("list-rebuild", 1_000_000, Run::Once(list::list_rebuild)),
+    Workload::bench(
+        "hash-teardown",
+        1_000_000,
+        Run::Once(hash_table::hash_teardown),
+    ),
     Workload::bench("fifo", 5_000_000, Run::Once(churn::fifo)),
     Workload::bench("table-churn", 5_000_000, Run::Once(churn::table)),
     Workload::bench("conn-buffers", 300_000, Run::Once(churn::conn_buffers)),
