@@ -148,8 +148,8 @@ pub unsafe fn alloc_cached_table(size: usize) -> *mut u8 {
 
 /// [`alloc_cached_table`] with the first `size` bytes zeroed: C's `calloc` past the
 /// multiplication and its mode's compare. The pair of `calloc(1, 32)` and `free` takes
-/// 73 instructions this way, 83 through [`alloc_zeroed`] (`pair.c` under callgrind, as
-/// `cargo xtask pair-count` runs it; mimalloc 3 82.1).
+/// 73 instructions this way, 83 through [`crate::alloc_zeroed`] (`pair.c` under
+/// callgrind, as `cargo xtask pair-count` runs it; mimalloc 3 82.1).
 ///
 /// # Safety
 /// `size <= TABLE_MAX`.

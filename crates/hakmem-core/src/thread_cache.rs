@@ -209,6 +209,21 @@
 //! bitmaps instead (walked at the fold, every 32 KiB, so that their blocks were still
 //! cached): the free phase 38.1-43.8 ms against 24.1-28.2, the walks 29.9-30.6 against
 //! 21.4-21.9.
+//!
+//! Where each free waits on the load before it, the whole of the free shows. A chained
+//! hash table torn down chain by chain (`hash-teardown`: the link read, then the entry
+//! freed) ran 1.4x-1.5x mimalloc 3's time. Its free phase, in a throwaway probe of one
+//! class (1M entries of 48 B, one round, 11 alternated runs on an AMD EPYC, medians),
+//! with `free` cut short at each step in throwaway builds: the walk with no `free` 20.3
+//! ms; a `free` that returns at once 24.0; that returns after the slab map's test 26.1;
+//! after reaching [`free_full`] 31.1; with the stash but its blocks never given back
+//! 38.3; as built 45.0; mimalloc 3 26.6 (its whole free costs what the slab map's test
+//! does here). So no one step holds the difference: about 80 instructions a free in all
+//! (callgrind) against mimalloc's 21. A stash for each of four classes (by index modulo
+//! 4), where the table's entries and values of three classes each found their own,
+//! gained nothing (`c-hash-teardown` 90.7 ms against 89.7, 9 alternated runs), nor did
+//! transparent huge pages on every mapping (89.2 against 96.7; mimalloc 3 58.9 and
+//! 60.6), though the superslabs taken first are not advised to use them.
 
 use crate::chunk_map::CHUNK_SHIFT;
 use crate::config;
