@@ -213,7 +213,7 @@
 //! Where each free waits on the load before it, the whole of the free shows. A chained
 //! hash table torn down chain by chain (`hash-teardown`: the link read, then the entry
 //! freed) ran 1.4x-1.5x mimalloc 3's time. Its free phase, in a throwaway probe of one
-//! class (1M entries of 48 B, one round, 11 alternated runs on an AMD EPYC, medians),
+//! class (1M entries of 48 B, one round, 11 alternated runs on an Intel Xeon, medians),
 //! with `free` cut short at each step in throwaway builds: the walk with no `free` 20.3
 //! ms; a `free` that returns at once 24.0; that returns after the slab map's test 26.1;
 //! after reaching [`free_full`] 31.1; with the stash but its blocks never given back
