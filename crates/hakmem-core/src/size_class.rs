@@ -488,8 +488,8 @@ static ALIGNED_TABLE: [u8; ALIGNED_ROWS * ALIGNED_ROW] = {
     t
 };
 
-/// Per class's index plus one (a [`MapByte`] over two; a class-map entry plus one,
-/// wrapping, [`block_start_class`]): for a class, the mask that gives an
+/// In `start`, per class's index plus one (a [`MapByte`] over two; a class-map entry plus
+/// one, wrapping, [`block_start_class`]): for a class, the mask that gives an
 /// address's offset from its span's start (spans of several blocks start at a multiple
 /// of [`span_align_slabs`]; a medium span holds one block, and its slabs past the first
 /// hold no class, [`starting_slabs`], so the offset in a slab will do), and
@@ -497,7 +497,7 @@ static ALIGNED_TABLE: [u8; ALIGNED_ROWS * ALIGNED_ROW] = {
 /// size divides the offset (Lemire's divisibility test, exact for offsets below 2^32),
 /// so no division is needed. Bytes that are no class (0, and the `MAP_*` markers plus
 /// one) have `m = 0`, which no offset passes, so the free path needs no separate range
-/// check.
+/// check. In `size`, per map byte, the block size ([`ByIndex`]).
 static BLOCK_START: ByIndex = {
     let mut t = [(0usize, 0u64); 256];
     let mut size = [0u32; 256];
