@@ -1201,14 +1201,15 @@ static size_t hash_bucket(uint64_t key, unsigned bits) {
     return (size_t)((key * 0x9E3779B97F4A7C15ull) >> (64 - bits));
 }
 
-/* The chains of `old` (2^bits buckets) moved into a zeroed table twice as long, which
- * replaces it. */
+/* A table of 2^bits empty chains, zeroed by calloc. */
 static hentry_t **hash_table(unsigned bits) {
     hentry_t **t = calloc((size_t)1 << bits, sizeof *t);
     if (!t) abort();
     return t;
 }
 
+/* The chains of `old` (2^bits buckets) moved into a zeroed table twice as long, which
+ * replaces it. */
 static hentry_t **hash_grow(hentry_t **old, unsigned bits) {
     hentry_t **t = hash_table(bits + 1);
     for (size_t j = 0; j < (size_t)1 << bits; j++)

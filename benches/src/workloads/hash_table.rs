@@ -46,12 +46,7 @@ fn round(n: u64, rng: &mut Rng) -> u64 {
     for i in 0..n {
         let key = rng.next_u64();
         let value = vec![key as u8; rng.between((8, 47))].into_boxed_slice();
-        let h = bucket(key, bits);
-        table[h] = Some(Box::new(Entry {
-            next: table[h].take(),
-            key,
-            value,
-        }));
+        insert(&mut table, bits, key, value);
         if i + 1 > 1 << bits {
             table = grow(table, bits);
             bits += 1;
@@ -67,6 +62,16 @@ fn round(n: u64, rng: &mut Rng) -> u64 {
         }
     }
     sum
+}
+
+/// A new entry of `key` and `value` at the head of its chain in `table` (`2^bits` buckets).
+fn insert(table: &mut Table, bits: u32, key: u64, value: Box<[u8]>) {
+    let h = bucket(key, bits);
+    table[h] = Some(Box::new(Entry {
+        next: table[h].take(),
+        key,
+        value,
+    }));
 }
 
 /// The chains of `old` (`2^bits` buckets) moved into a table twice as long; `old`'s
@@ -105,13 +110,12 @@ mod tests {
         let mut rng = Rng::new(1);
         let mut table: Table = vec![None; 1 << FIRST_BITS];
         for _ in 0..100 {
-            let key = rng.next_u64();
-            let h = bucket(key, FIRST_BITS);
-            table[h] = Some(Box::new(Entry {
-                next: table[h].take(),
-                key,
-                value: vec![0; 8].into_boxed_slice(),
-            }));
+            insert(
+                &mut table,
+                FIRST_BITS,
+                rng.next_u64(),
+                vec![0; 8].into_boxed_slice(),
+            );
         }
         let table = grow(table, FIRST_BITS);
         let mut count = 0;

@@ -546,17 +546,16 @@ pub unsafe extern "C" fn free(p: *mut c_void) {
 pub extern "C" fn calloc(n: usize, size: usize) -> *mut c_void {
     // As `malloc`: the thread cache's block zeroed, or the rest as a tail call. A product
     // that overflows takes the tail too, which answers it.
-    match n.checked_mul(size) {
-        Some(total) if mode::table_below(total) => {
+    if let Some(total) = n.checked_mul(size) {
+        if mode::table_below(total) {
             // SAFETY: the bound is at most `TABLE_MAX + 1` (its invariant).
             let p = unsafe { hakmem_core::alloc_cached_table_zeroed(total) };
             if !p.is_null() {
                 return p.cast();
             }
-            calloc_missed(n, size)
         }
-        _ => calloc_missed(n, size),
     }
+    calloc_missed(n, size)
 }
 
 /// `calloc` past its fast path: a miss of the thread cache, a product over the class
