@@ -1224,25 +1224,33 @@ static hentry_t **hash_grow(hentry_t **old, unsigned bits) {
 }
 
 /* A chained hash table of `n` entries with random keys, grown by doubling from 16
- * buckets as it fills (a new zeroed table each time), then torn down bucket by bucket,
- * each entry's link read before its value and the entry are freed. Entries of one chain
- * were made at unrelated times, so the frees come in no order of address, and each
- * waits on the load of the entry before: the teardown of a symbol table, a cache, a
- * C++ `unordered_map`. */
-static uint64_t hash_round(size_t n, rng_t *rng) {
-    unsigned bits = 4;
-    hentry_t **t = hash_table(bits);
-    uint64_t sum = 0;
+ * buckets as it fills (a new zeroed table each time); its bucket count's log in `*bits`. */
+static hentry_t **hash_build(size_t n, rng_t *rng, unsigned *bits) {
+    hentry_t **t = hash_table(*bits = 4);
     for (size_t i = 0; i < n; i++) {
         hentry_t *e = malloc(sizeof *e);
         if (!e) abort();
         e->key = rng_next(rng);
         e->value = block_new(rng_between(rng, 8, 47));
-        size_t h = hash_bucket(e->key, bits);
+        size_t h = hash_bucket(e->key, *bits);
         e->next = t[h];
         t[h] = e;
-        if (i + 1 > (size_t)1 << bits) t = hash_grow(t, bits++);
+        if (i + 1 > (size_t)1 << *bits) {
+            t = hash_grow(t, *bits);
+            ++*bits;
+        }
     }
+    return t;
+}
+
+/* The table of 2^bits buckets torn down bucket by bucket, each entry's link read before
+ * its value and the entry are freed: the teardown of a symbol table, a cache, a C++
+ * `unordered_map`. Entries of one chain were made at unrelated times, so the frees come
+ * in no order of address. Chains are short (at most one entry a bucket on average), so
+ * the next bucket's entry seldom waits on this one's: the CPU runs ahead to its load as
+ * far as the instructions of the frees between leave it room. */
+static uint64_t hash_free(hentry_t **t, unsigned bits) {
+    uint64_t sum = 0;
     for (size_t j = 0; j < (size_t)1 << bits; j++)
         for (hentry_t *e = t[j], *next; e; e = next) {
             next = e->next;
@@ -1252,6 +1260,14 @@ static uint64_t hash_round(size_t n, rng_t *rng) {
         }
     free(t);
     return sum;
+}
+
+/* One round, its two phases apart so that `--phases` can time them (static functions the
+ * compiler inlines, as the list's). */
+static uint64_t hash_round(size_t n, rng_t *rng) {
+    unsigned bits;
+    hentry_t **t = hash_build(n, rng, &bits);
+    return hash_free(t, bits);
 }
 
 static uint64_t hash_teardown(uint64_t ops) {
@@ -1422,6 +1438,19 @@ static int run(const workload_t *w, uint64_t ops) {
     return 0;
 }
 
+/* The next round's count of at most `round`, taken from the `*left` still to do. */
+static size_t take_round(uint64_t *left, size_t round) {
+    size_t n = *left < round ? (size_t)*left : round;
+    *left -= n;
+    return n;
+}
+
+/* Add the `phases` spans between the times `t[0..phases]` to the sums `ms`, unless this is
+ * the first round (`rounds` before it 0), which faults its memory in. */
+static void add_phases(double *ms, const double *t, int phases, uint64_t rounds) {
+    for (int k = 0; rounds > 0 && k < phases; k++) ms[k] += (t[k + 1] - t[k]) * 1e3;
+}
+
 /* `--phases c-list-rebuild [OPS]`: the row's rounds with each phase timed apart, summed
  * over every round but the first (which faults its memory in), in milliseconds: where the
  * row's time goes, for one allocator at a time. OPS is 4M unless given: 40 rounds, four
@@ -1435,8 +1464,7 @@ static int list_rebuild_phases(uint64_t ops) {
     uint64_t sum = 0, rounds = 0;
     double ms[4] = { 0 };
     for (uint64_t left = ops; left > 0; rounds++) {
-        size_t n = left < LIST_ROUND ? (size_t)left : LIST_ROUND;
-        left -= n;
+        size_t n = take_round(&left, LIST_ROUND);
         double t[5];
         t[0] = now_secs();
         const record_t *head = list_build(records, n);
@@ -1447,13 +1475,37 @@ static int list_rebuild_phases(uint64_t ops) {
         t[3] = now_secs();
         list_free(records, n);
         t[4] = now_secs();
-        for (int k = 0; rounds > 0 && k < 4; k++) ms[k] += (t[k + 1] - t[k]) * 1e3;
+        add_phases(ms, t, 4, rounds);
     }
     free(records);
     sink = (unsigned char)sum;
     printf("PHASES workload=c-list-rebuild rounds=%llu build_ms=%.2f walks_ms=%.2f "
            "shuffle_ms=%.2f free_ms=%.2f\n",
            (unsigned long long)(rounds > 0 ? rounds - 1 : 0), ms[0], ms[1], ms[2], ms[3]);
+    return 0;
+}
+
+/* `--phases c-hash-teardown [OPS]`: the row's rounds with the build and the teardown
+ * timed apart, summed over every round but the first, in milliseconds. OPS is 4M unless
+ * given: 20 rounds, four times the row's. */
+static int hash_teardown_phases(uint64_t ops) {
+    rng_t rng = rng_new(43);
+    uint64_t sum = 0, rounds = 0;
+    double ms[2] = { 0 };
+    for (uint64_t left = ops; left > 0; rounds++) {
+        size_t n = take_round(&left, HASH_ROUND);
+        unsigned bits;
+        double t[3];
+        t[0] = now_secs();
+        hentry_t **table = hash_build(n, &rng, &bits);
+        t[1] = now_secs();
+        sum += hash_free(table, bits);
+        t[2] = now_secs();
+        add_phases(ms, t, 2, rounds);
+    }
+    sink = (unsigned char)sum;
+    printf("PHASES workload=c-hash-teardown rounds=%llu build_ms=%.2f free_ms=%.2f\n",
+           (unsigned long long)(rounds > 0 ? rounds - 1 : 0), ms[0], ms[1]);
     return 0;
 }
 
@@ -1465,12 +1517,14 @@ int main(int argc, char **argv) {
         return 0;
     }
     if (argc == 2 && strcmp(argv[1], "--which-malloc") == 0) return which_malloc();
-    if ((argc == 3 || argc == 4) && strcmp(argv[1], "--phases") == 0 &&
-        strcmp(argv[2], "c-list-rebuild") == 0)
-        return list_rebuild_phases(argc == 4 ? strtoull(argv[3], NULL, 10) : PHASES_DEFAULT_OPS);
+    if ((argc == 3 || argc == 4) && strcmp(argv[1], "--phases") == 0) {
+        uint64_t ops = argc == 4 ? strtoull(argv[3], NULL, 10) : PHASES_DEFAULT_OPS;
+        if (strcmp(argv[2], "c-list-rebuild") == 0) return list_rebuild_phases(ops);
+        if (strcmp(argv[2], "c-hash-teardown") == 0) return hash_teardown_phases(ops);
+    }
     if (argc < 2 || argc > 3) {
-        fprintf(stderr, "usage: c-workloads --list | --which-malloc | --phases c-list-rebuild "
-                        "[OPS] | WORKLOAD [OPS]\n");
+        fprintf(stderr, "usage: c-workloads --list | --which-malloc | --phases "
+                        "c-list-rebuild|c-hash-teardown [OPS] | WORKLOAD [OPS]\n");
         return 2;
     }
     for (size_t i = 0; i < NUM_WORKLOADS; i++)

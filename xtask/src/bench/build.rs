@@ -123,23 +123,22 @@ fn existing(path: PathBuf) -> Result<PathBuf, String> {
 mod tests {
     use super::*;
 
-    /// `c-workloads --phases c-list-rebuild` runs the row's rounds with each phase timed
-    /// apart; the readings quote it, so its line must come out whole: every phase
-    /// measured, over every round but the first.
-    #[test]
-    fn the_c_program_times_the_phases_of_list_rebuild() {
+    /// `c-workloads --phases ROW` runs the row's rounds with each phase timed apart; the
+    /// readings quote it, so its line must come out whole: every phase measured, over
+    /// every round but the first.
+    fn assert_phases(row: &str, ops: &str, rounds: u32, phases: &[&str]) {
         let program = c_workloads(&Paths::new()).expect("gcc builds the C workloads");
         let out = Command::new(program)
-            .args(["--phases", "c-list-rebuild", "300000"])
+            .args(["--phases", row, ops])
             .output()
             .expect("the C workloads run");
         assert!(out.status.success());
         let line = String::from_utf8(out.stdout).expect("text");
         assert!(
-            line.starts_with("PHASES workload=c-list-rebuild rounds=2 "),
+            line.starts_with(&format!("PHASES workload={row} rounds={rounds} ")),
             "{line}"
         );
-        for phase in ["build_ms", "walks_ms", "shuffle_ms", "free_ms"] {
+        for phase in phases {
             let ms: f64 = line
                 .split_whitespace()
                 .find_map(|kv| kv.strip_prefix(phase)?.strip_prefix('='))
@@ -148,5 +147,14 @@ mod tests {
                 .expect("a number");
             assert!(ms > 0.0, "{phase} not measured: {line}");
         }
+    }
+
+    /// One test for both rows: each builds the program, and two builds at once would
+    /// write the same file.
+    #[test]
+    fn the_c_program_times_the_phases_of_its_two_rows() {
+        let phases = ["build_ms", "walks_ms", "shuffle_ms", "free_ms"];
+        assert_phases("c-list-rebuild", "300000", 2, &phases);
+        assert_phases("c-hash-teardown", "600000", 2, &["build_ms", "free_ms"]);
     }
 }
