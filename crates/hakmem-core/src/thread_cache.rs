@@ -210,20 +210,58 @@
 //! cached): the free phase 38.1-43.8 ms against 24.1-28.2, the walks 29.9-30.6 against
 //! 21.4-21.9.
 //!
-//! Where each free waits on the load before it, the whole of the free shows. A chained
-//! hash table torn down chain by chain (`hash-teardown`: the link read, then the entry
-//! freed) ran 1.4x-1.5x mimalloc 3's time. Its free phase, in a throwaway probe of one
-//! class (1M entries of 48 B, one round, 11 alternated runs on an Intel Xeon, medians),
-//! with `free` cut short at each step in throwaway builds: the walk with no `free` 20.3
-//! ms; a `free` that returns at once 24.0; that returns after the slab map's test 26.1;
-//! after reaching [`free_full`] 31.1; with the stash but its blocks never given back
-//! 38.3; as built 45.0; mimalloc 3 26.6 (its whole free costs what the slab map's test
-//! does here). So no one step holds the difference: about 80 instructions a free in all
-//! (callgrind) against mimalloc's 21. A stash for each of four classes (by index modulo
-//! 4), where the table's entries and values of three classes each found their own,
-//! gained nothing (`c-hash-teardown` 90.7 ms against 89.7, 9 alternated runs), nor did
-//! transparent huge pages on every mapping (89.2 against 96.7; mimalloc 3 58.9 and
-//! 60.6), though the superslabs taken first are not advised to use them.
+//! Where the frees come between loads that do not wait on each other, the whole of the
+//! free shows. A chained hash table torn down chain by chain (`hash-teardown`: the link
+//! read, then the value and the entry freed) ran 1.4x-1.5x mimalloc 3's time. Its free
+//! phase, in a throwaway probe of one class (1M entries of 48 B, one round, 11 alternated
+//! runs on an Intel Xeon, medians), with `free` cut short at each step in throwaway
+//! builds: the walk with no `free` 20.3 ms; a `free` that returns at once 24.0; that
+//! returns after the slab map's test 26.1; after reaching [`free_full`] 31.1; with the
+//! stash but its blocks never given back 38.3; as built 45.0; mimalloc 3 26.6 (its whole
+//! free costs what the slab map's test does here). So no one step holds the difference.
+//!
+//! What does is the count of instructions, not misses. The table's chains are short
+//! (under one entry a bucket), so the next bucket's entry seldom waits on this one's, and
+//! the CPU runs ahead to its load as far as the instructions of the frees between leave
+//! room in its window: the fewer a free takes, the more of the walk's misses are under way
+//! at once. `c-workloads --phases c-hash-teardown` (4M operations, 11 alternated runs,
+//! medians): the teardown 203.8 ms under hakmem, 92.6 under mimalloc 3, whose `free`
+//! takes 21.5 instructions there against hakmem's 82.8 (callgrind `--toggle-collect=free`
+//! of `c-workloads c-hash-teardown 600000`; a full bin's free goes by the stash, about 80,
+//! or by the bin's flush of 64, about 65). A throwaway copy of the program with an empty
+//! loop of 24 instructions after each free took mimalloc 3's teardown to 128.4 ms: 0.2 ns
+//! an instruction, so the 61 instructions between the two allocators account for about 90
+//! of the 111 ms between them. Throwaway builds that saved or added instructions
+//! (callgrind of `c-hash-teardown 600000`; the teardown in sets of 9 to 11 runs of the
+//! phases alternated with the build as it is, whose runs spread by a third on this host):
+//!
+//! | build | instructions in `free` | teardown, three sets |
+//! | --- | --- | --- |
+//! | as built | 109.3M | 1.00x |
+//! | no stash: every full bin flushes its newest 64 | 98.0M | 0.79x-0.90x |
+//! | the stash's admission without its tests of order and owner (unsound) | 98.0M | 0.75x-1.07x |
+//! | a stash for each of four classes (index modulo 4, each class of the table its own) | 121.8M | 0.83x-1.18x |
+//! | each stashed block's bitmap word and metadata prefetched eight blocks ahead | 129.4M | 0.96x-1.09x |
+//! | huge pages from the heap's first superslab on | 109.3M | 0.86x-1.08x |
+//!
+//! The four stashes took the fast path's test of a full bin from 278K mispredictions over
+//! 1.2M frees to 6K (cachegrind's `--branch-sim`, a model of a predictor), and no set
+//! found the teardown faster for it. The heap's first 8 MiB of superslabs keep 4 KiB pages
+//! ([`crate::superslab::HUGE_PAGES_FROM`]), as the table's first superslab does here:
+//! when [`Heap::advise_huge_late`]'s look came it had carved 248 pages, all resident, short
+//! of the 256 that [`crate::superslab::dense_enough`] judges by, and no look comes again. A
+//! build that looked again at later carves collapsed it into huge pages, and the peaks
+//! rose: `c-hash-teardown` 22.2 MiB against 21.8 (mimalloc 3 20.0, so over the issue's
+//! 1.1x), `c-aligned` 5.1 against 4.3 (3 alternated runs of every C row). Without the
+//! stash, `c-list-rebuild` took 1.38x its time
+//! (9 alternated runs; its free phase 36.8 ms against 28.9 in 5): its records are freed
+//! from an array without being read, and a push writes into each, a miss the stash's
+//! array of pointers avoids, where the table's entries were just read. So the least a
+//! full bin's free was brought to, about 74 instructions, is 3.4x mimalloc's: the way to
+//! finding the bin full (22, the slab map's test of the pointer among them) and the
+//! bitmap's give-back that catches a double free (about 31 a block) are more than
+//! mimalloc's whole free, which pushes on its page's list and looks for a double free only
+//! in its secure and debug builds.
 
 use crate::chunk_map::CHUNK_SHIFT;
 use crate::config;
