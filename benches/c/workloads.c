@@ -88,6 +88,13 @@ static void write_pages(unsigned char *p, size_t size) {
     for (size_t offset = 0; offset < size; offset += 4096) p[offset] = (unsigned char)offset;
 }
 
+/* The next round's count of at most `round`, taken from the `*left` still to do. */
+static size_t take_round(uint64_t *left, size_t round) {
+    size_t n = *left < round ? (size_t)*left : round;
+    *left -= n;
+    return n;
+}
+
 /* ---- slot churn: free a random slot, allocate a block of random size there ---- */
 
 typedef struct { size_t lo, hi; } sizes_t;
@@ -363,9 +370,7 @@ static size_t mixed_size(rng_t *rng) {
 
 /* The size of the k-th batch when `*left` objects remain (0: done); takes it from `*left`. */
 static size_t next_batch(uint64_t *left, size_t k) {
-    uint64_t n = BATCHES[k % NUM_BATCHES] < *left ? BATCHES[k % NUM_BATCHES] : *left;
-    *left -= n;
-    return (size_t)n;
+    return take_round(left, (size_t)BATCHES[k % NUM_BATCHES]);
 }
 
 static void allocate_batch(void **batch, size_t n, rng_t *rng) {
@@ -1178,8 +1183,7 @@ static uint64_t list_rebuild(uint64_t ops) {
     rng_t rng = rng_new(31);
     uint64_t sum = 0;
     for (uint64_t left = ops; left > 0;) {
-        size_t n = left < LIST_ROUND ? (size_t)left : LIST_ROUND;
-        left -= n;
+        size_t n = take_round(&left, LIST_ROUND);
         const record_t *head = list_build(records, n);
         list_walks(head, &sum);
         list_shuffle(records, n, &rng);
@@ -1226,7 +1230,8 @@ static hentry_t **hash_grow(hentry_t **old, unsigned bits) {
 /* A chained hash table of `n` entries with random keys, grown by doubling from 16
  * buckets as it fills (a new zeroed table each time); its bucket count's log in `*bits`. */
 static hentry_t **hash_build(size_t n, rng_t *rng, unsigned *bits) {
-    hentry_t **t = hash_table(*bits = 4);
+    *bits = 4;
+    hentry_t **t = hash_table(*bits);
     for (size_t i = 0; i < n; i++) {
         hentry_t *e = malloc(sizeof *e);
         if (!e) abort();
@@ -1274,8 +1279,7 @@ static uint64_t hash_teardown(uint64_t ops) {
     rng_t rng = rng_new(43);
     uint64_t sum = 0;
     for (uint64_t left = ops; left > 0;) {
-        size_t n = left < HASH_ROUND ? (size_t)left : HASH_ROUND;
-        left -= n;
+        size_t n = take_round(&left, HASH_ROUND);
         sum += hash_round(n, &rng);
     }
     sink = (unsigned char)sum;
@@ -1436,13 +1440,6 @@ static int run(const workload_t *w, uint64_t ops) {
            tv_secs(after.ru_stime) - tv_secs(before.ru_stime),
            after.ru_minflt - before.ru_minflt);
     return 0;
-}
-
-/* The next round's count of at most `round`, taken from the `*left` still to do. */
-static size_t take_round(uint64_t *left, size_t round) {
-    size_t n = *left < round ? (size_t)*left : round;
-    *left -= n;
-    return n;
 }
 
 /* Add the `phases` spans between the times `t[0..phases]` to the sums `ms`, unless this is
