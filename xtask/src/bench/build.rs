@@ -123,10 +123,10 @@ fn existing(path: PathBuf) -> Result<PathBuf, String> {
 mod tests {
     use super::*;
 
-    /// `c-workloads --phases ROW` runs the row's rounds with each phase timed apart; the
-    /// readings quote it, so its line must come out whole: every phase measured, over
-    /// every round but the first.
-    fn assert_phases(row: &str, ops: &str, rounds: u32, phases: &[&str]) {
+    /// `c-workloads --phases ROW OPS` runs the row's rounds with each phase timed apart;
+    /// the readings quote it, so its line must come out whole: every phase measured, over
+    /// every round but the first (`OPS` is three of the row's rounds, so two).
+    fn assert_phases(row: &str, ops: &str, phases: &[&str]) {
         let program = c_workloads(&Paths::new()).expect("gcc builds the C workloads");
         let out = Command::new(program)
             .args(["--phases", row, ops])
@@ -135,7 +135,7 @@ mod tests {
         assert!(out.status.success());
         let line = String::from_utf8(out.stdout).expect("text");
         assert!(
-            line.starts_with(&format!("PHASES workload={row} rounds={rounds} ")),
+            line.starts_with(&format!("PHASES workload={row} rounds=2 ")),
             "{line}"
         );
         for phase in phases {
@@ -154,7 +154,7 @@ mod tests {
     #[test]
     fn the_c_program_times_the_phases_of_its_two_rows() {
         let phases = ["build_ms", "walks_ms", "shuffle_ms", "free_ms"];
-        assert_phases("c-list-rebuild", "300000", 2, &phases);
-        assert_phases("c-hash-teardown", "600000", 2, &["build_ms", "free_ms"]);
+        assert_phases("c-list-rebuild", "300000", &phases);
+        assert_phases("c-hash-teardown", "600000", &["build_ms", "free_ms"]);
     }
 }
