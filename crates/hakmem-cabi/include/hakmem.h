@@ -98,7 +98,7 @@ void *hakmem_calloc(size_t n, size_t size);
 void *hakmem_realloc(void *p, size_t size);
 
 /**
- * Allocate `size` bytes aligned to `alignment` (a power of two, at most 2 MiB); NULL with
+ * Allocate `size` bytes aligned to `alignment` (a power of two, at most 1 TiB); NULL with
  * errno EINVAL for a bad alignment, ENOMEM on failure.
  */
 void *hakmem_aligned_alloc(size_t alignment, size_t size);

@@ -10,7 +10,8 @@
 //!   is rounded up to the next; beyond `SIZE_MAX / 2 + 1` it is `EINVAL`.
 //! - `valloc` / `pvalloc`: page aligned; `pvalloc` rounds the size up to whole pages.
 //!
-//! hakmem serves alignments up to 2 MiB; larger ones fail with `ENOMEM`.
+//! hakmem serves alignments up to 1 TiB (`hakmem_core::MAX_ALIGN`); larger ones fail with
+//! `ENOMEM`.
 
 use crate::malloc::{self, MIN_ALIGN};
 use core::ffi::{c_int, c_void};

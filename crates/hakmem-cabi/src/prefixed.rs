@@ -71,7 +71,7 @@ pub unsafe extern "C" fn hakmem_realloc(p: *mut c_void, size: usize) -> *mut c_v
     unsafe { malloc::realloc_block(p, size) }
 }
 
-/// Allocate `size` bytes aligned to `alignment` (a power of two, at most 2 MiB); NULL with
+/// Allocate `size` bytes aligned to `alignment` (a power of two, at most 1 TiB); NULL with
 /// errno EINVAL for a bad alignment, ENOMEM on failure.
 #[no_mangle]
 pub extern "C" fn hakmem_aligned_alloc(alignment: usize, size: usize) -> *mut c_void {

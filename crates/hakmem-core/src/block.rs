@@ -500,6 +500,11 @@ unsafe fn free_not_small<F: FnOnce(*mut u8, NotFreed)>(
 ) {
     match entry {
         None if p.is_null() => {}
+        // A chunk with no bit of its own holds an over-aligned block's user bytes.
+        None if large::over_aligned_header(p).is_some() => {
+            // SAFETY: a live large block, by the caller.
+            unsafe { free_large(p) }
+        }
         None => not_freed(p, NotFreed::Foreign),
         // SAFETY: the chunk holds a large header; `header_of` validates it.
         Some(MAP_LARGE) if unsafe { large::header_of(p) }.is_some() => {
@@ -526,7 +531,10 @@ pub fn report_not_freed<const CHECKED: bool>(p: *mut u8, why: NotFreed) -> ! {
 pub fn owner(p: *const u8) -> Owner {
     let addr = p as usize;
     let Some(entry) = chunk_map::entry_of(addr) else {
-        return Owner::Foreign;
+        return match large::over_aligned_header(p as *mut u8) {
+            Some(h) => Owner::Large { usable: h.usable() },
+            None => Owner::Foreign,
+        };
     };
     if let Some(class) = size_class::block_start_class(addr, entry) {
         return Owner::Small {

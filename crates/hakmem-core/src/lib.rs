@@ -279,10 +279,12 @@ impl<const CHECKED: bool> Core<CHECKED> {
 }
 
 /// Whether `p` lies in a chunk hakmem mapped (one load of a static bitmap; never
-/// faults). Every block hakmem hands out does; a pointer that does not is foreign.
+/// faults), or starts a block aligned to more than a chunk (whose user bytes lie past
+/// its mapping's first chunk, the only one in the bitmap). Every block hakmem hands out
+/// does; a pointer that does not is foreign.
 #[inline(always)]
 pub fn in_heap(p: *const u8) -> bool {
-    chunk_map::contains(p as usize)
+    chunk_map::contains(p as usize) || large::over_aligned_header(p as *mut u8).is_some()
 }
 
 /// Bytes hakmem has mapped now (address space, not all of it resident): one load, for

@@ -269,6 +269,48 @@ fn alignments_up_to_2_mib_are_honoured() {
     );
 }
 
+/// A block aligned to more than a chunk (4 MiB) starts a chunk of its own mapping, one
+/// chunk past its header: every entry point finds it there, by its layout or by the
+/// pointer alone, and no pointer a chunk away passes for it.
+#[test]
+fn alignments_over_a_chunk_are_honoured() {
+    let chunk = hakmem_core::CHUNK_SIZE;
+    for (i, align) in [chunk, 2 * chunk, 16 * chunk, 1 << 30]
+        .into_iter()
+        .enumerate()
+    {
+        for size in [1, 4096, 5 * MIB] {
+            let id = 40 + i as u64;
+            let p = filled(size, align, id);
+            let usable = usable_size(p);
+            assert!(usable >= size, "usable_size of ({size}, {align}): {usable}");
+            assert_eq!(owner(p), Owner::Large { usable });
+            assert!(hakmem_core::in_heap(p));
+            // Its header a chunk below, and the chunk past its start, are no blocks.
+            assert_eq!(owner(p.wrapping_sub(chunk)), Owner::Invalid);
+            assert_eq!(owner(p.wrapping_add(chunk)), Owner::Foreign);
+            // Grown by its layout, it keeps its alignment and its bytes.
+            let grown = size + 70_000;
+            // SAFETY: a live block made with `(size, align)`.
+            let q = unsafe { realloc(p, size, align, grown) };
+            assert!(
+                !q.is_null() && q as usize % align == 0,
+                "realloc to {grown}"
+            );
+            check_and_free(q, size, align, id);
+            // Freed and resized by the pointer alone.
+            let p = filled(size, align, id);
+            // SAFETY: a live block; `realloc_unsized` keeps 16 bytes' alignment only.
+            let q = unsafe { realloc_unsized(p, size + MIB) };
+            assert!(!q.is_null());
+            // SAFETY: `q` holds at least `size` of the old bytes.
+            unsafe { common::check(q, 0, size, id, "after realloc_unsized") };
+            // SAFETY: a live block.
+            unsafe { hakmem_core::free(q) };
+        }
+    }
+}
+
 /// A zeroed block of up to a few dozen bytes, which the allocation zeroes with stores of
 /// its own, is zero in every byte asked for when it is a block just freed dirty (the
 /// bin hands it back first).

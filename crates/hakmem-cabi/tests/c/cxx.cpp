@@ -107,8 +107,8 @@ static void throws_bad_alloc() {
     int caught = 0;
     try { sink = ::operator new(impossible); } catch (const std::bad_alloc &) { caught++; }
     try { sink = new char[impossible]; } catch (const std::bad_alloc &) { caught++; }
-    // Alignment over what hakmem serves (2 MiB).
-    try { sink = ::operator new(100, std::align_val_t(8u << 20)); } catch (const std::bad_alloc &) { caught++; }
+    // Alignment over what hakmem serves (1 TiB).
+    try { sink = ::operator new(100, std::align_val_t((size_t)1 << 41)); } catch (const std::bad_alloc &) { caught++; }
     CHECK(caught == 3);
     std::printf("ok\n");
 }

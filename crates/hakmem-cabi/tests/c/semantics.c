@@ -80,8 +80,15 @@ static void out_of_memory(void) {
     CHECK(malloc(PTRDIFF_MAX) == NULL && errno == ENOMEM);
     errno = 0;
     CHECK(memalign(64, SIZE_MAX - 100) == NULL && errno == ENOMEM);
-    errno = 0; /* alignment over 2 MiB: hakmem cannot serve it */
-    CHECK(aligned_alloc(4u << 20, 100) == NULL && errno == ENOMEM);
+    errno = 0; /* alignment over 1 TiB: hakmem cannot serve it */
+    CHECK(aligned_alloc((size_t)1 << 41, 100) == NULL && errno == ENOMEM);
+    /* Over a chunk (4 MiB) it can: a mapping placed for it. */
+    char *a = aligned_alloc(8u << 20, 100);
+    CHECK(a != NULL && (uintptr_t)a % (8u << 20) == 0 && malloc_usable_size(a) >= 100);
+    strcpy(a, "aligned");
+    a = realloc(a, 5u << 20);
+    CHECK(a != NULL && strcmp(a, "aligned") == 0);
+    free(a);
     char *p = malloc(100);
     strcpy(p, "still here");
     errno = 0;

@@ -40,8 +40,8 @@ pub struct CApi;
 
 /// A value no call sets `errno` to.
 const UNTOUCHED: c_int = 4242;
-/// An alignment hakmem refuses (over 2 MiB).
-const TOO_ALIGNED: usize = 4 << 20;
+/// An alignment hakmem refuses (over 1 TiB, `hakmem_core::MAX_ALIGN`).
+const TOO_ALIGNED: usize = 1 << 41;
 const PAGE: usize = 4096;
 
 fn errno() -> c_int {
@@ -86,7 +86,7 @@ fn refused_request(size: usize, how: u8) {
             }
             4 => {
                 let rc = posix_memalign(&mut out, TOO_ALIGNED, size);
-                ("posix_memalign(4 MiB)", out, rc, libc::ENOMEM)
+                ("posix_memalign(2 TiB)", out, rc, libc::ENOMEM)
             }
             5 => (
                 "aligned_alloc(48)",
@@ -101,7 +101,7 @@ fn refused_request(size: usize, how: u8) {
                 libc::EINVAL,
             ),
             _ => (
-                "aligned_alloc(4 MiB)",
+                "aligned_alloc(2 TiB)",
                 aligned_alloc(TOO_ALIGNED, size),
                 0,
                 libc::ENOMEM,
