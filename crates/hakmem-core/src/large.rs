@@ -212,30 +212,25 @@ fn offset_for(align: usize) -> usize {
     align.clamp(MIN_OFFSET, CHUNK_SIZE)
 }
 
-/// Mappings from this size (block and header), fresh or grown from a cached extent, are
-/// advised huge whole, before the header is written: a buffer that big is mostly written
-/// through, and its first and last 2 MiB then take a page fault each instead of up to
-/// 512. A block that leaves its first 2 MiB untouched past its first bytes pays at most
-/// half its size in RSS, and one whose tail stretch is partly past its end at most 2 MiB.
+/// A mapping that [`realloc`] grows by `mremap` to this size or more (block and header) is
+/// advised huge whole: a buffer grown that far was written as it grew (`buffer-doubling`).
 ///
-/// Measured with the benchmark's warm-up before each run (512 MiB touched in huge pages
-/// and freed, as `cargo xtask bench` does), 3-5 alternated runs:
-/// from 8 MiB (the first threshold) to 4 MiB, `c-big-zeroed` (5..25 MiB buffers) 0.041 ->
-/// 0.034 s and 9,180 -> 2,620 page faults (mimalloc 3: 0.030 s, 346 faults); peak RSS of
-/// `realloc-xthread` and `c-realloc-xthread` 45.7 -> 53.8 and 55.7 MiB (blocks grown to
-/// 4-5 MiB and written at both ends; jemalloc 58.6, mimalloc 225), `large`,
-/// `live-growth` and `realloc-growth` unchanged.
-///
-/// Smaller mappings are advised the same way only where the program is seen to write its
-/// blocks through ([`Huge::IfWrittenThrough`]). Advised always, a block touched at its
-/// ends holds 2 MiB for each end: the fault path makes each stretch a huge page at its
-/// first touch, and `khugepaged` collapses an advised stretch that has a single page
-/// present (`max_ptes_none` is 511 by default). 16 blocks of 3 MiB, written at both ends
-/// and kept while the program slept 90 s, went from 4.4 to 37.2 MiB resident
-/// (`AnonHugePages` 2 to 34 MiB) when their stretches were advised after the header was
-/// written; advised always, `c-large` (blocks of 64 KiB..4 MiB touched at their ends)
-/// peaked at 74.5 MiB against 54.7, and `c-realloc-xthread` 79.3 against 53.2 (5
-/// alternated runs).
+/// A block's first mapping took the same advice from this size until `c32c783`, whatever
+/// the program did with it, and a block touched at its ends held 2 MiB for each end: the
+/// fault path makes each advised stretch a huge page at its first touch, and `khugepaged`
+/// collapses an advised stretch that has a single page present (`max_ptes_none` is 511 by
+/// default). 32 live blocks of 4 KiB..8 MiB replaced 5,000 times, each written in its
+/// first 8 KiB and its last byte (a buffer sized for the largest message; a throwaway
+/// probe under `LD_PRELOAD`), peaked at 230.6 MiB, where jemalloc took 19.1, mimalloc
+/// 2.0.9 25.0, glibc 31.0, tcmalloc 38.7 (mimalloc 3 261.8): over the cycles the cached
+/// extents' every stretch was touched by some block. Now that advice, as a smaller
+/// block's, goes by what the program did with its last block ([`Huge::IfWrittenThrough`]),
+/// and the probe peaks at 22.8 MiB in 0.011-0.043 s against 0.06-0.55 (3 alternated runs).
+/// The rows of big buffers lost nothing (`c-workloads` under `LD_PRELOAD`, 7 alternated
+/// runs, medians, against `c32c783`): `c-big-zeroed` 0.88x the time, `c-big-buffers`
+/// 0.94x, `c-phase-change` 0.98x, `c-large-written` 1.02x, `c-buffer-doubling` and
+/// `c-large` 1.00x, `c-realloc-xthread` 0.98x at a peak of 40.3 MiB against 49.1 (its
+/// blocks grown to 4-5 MiB and written at both ends).
 const WHOLE_MAPPING_HUGE_FROM: usize = 2 * os::HUGE_PAGE_SIZE;
 
 /// How [`obtain`] advises what it maps fresh or grows: whether for huge pages, and from
@@ -254,15 +249,13 @@ struct Advice {
 }
 
 impl Advice {
-    /// The advice for a block of `size` bytes at `offset` in a mapping of `need`: as for
-    /// a block of its user bytes alone, so that an alignment's padding makes no block
-    /// huge (a padded block of at most [`crate::size_class::MAX_SMALL_SIZE`], which would
-    /// have been a block of a class, takes none).
-    fn of(size: usize, offset: usize, need: usize, resized: bool) -> Advice {
+    /// The advice for a block of `size` bytes at `offset` in its mapping: as for a block
+    /// of its user bytes alone, so that an alignment's padding makes no block huge (a
+    /// padded block of at most [`crate::size_class::MAX_SMALL_SIZE`], which would have
+    /// been a block of a class, takes none).
+    fn of(size: usize, offset: usize, resized: bool) -> Advice {
         let skip = offset & !(os::HUGE_PAGE_SIZE - 1);
-        let huge = if need - skip >= WHOLE_MAPPING_HUGE_FROM {
-            Huge::Always
-        } else if resized || (skip > 0 && size <= crate::size_class::MAX_SMALL_SIZE) {
+        let huge = if resized || (skip > 0 && size <= crate::size_class::MAX_SMALL_SIZE) {
             Huge::Never
         } else {
             Huge::IfWrittenThrough
@@ -283,10 +276,9 @@ impl Advice {
 /// Whether [`obtain`] advises what it maps fresh or grows for huge pages.
 #[derive(Clone, Copy)]
 enum Huge {
-    /// Always: a mapping of [`WHOLE_MAPPING_HUGE_FROM`] or more.
-    Always,
-    /// Never: a smaller block a resize makes (its bytes are copied or moved in, whatever
-    /// the program writes: no evidence either way, and it may grow on by `mremap`).
+    /// Never: a block a resize makes (its bytes are copied or moved in, whatever the
+    /// program writes: no evidence either way, and it may grow on by `mremap`, advised
+    /// then as [`WHOLE_MAPPING_HUGE_FROM`] says), or a padded block of a class's size.
     Never,
     /// When the program wrote the last block it was given fresh memory for through
     /// ([`LastFresh::written_through`]).
@@ -296,7 +288,6 @@ enum Huge {
 impl Huge {
     fn wanted(self) -> bool {
         match self {
-            Huge::Always => true,
             Huge::Never => false,
             Huge::IfWrittenThrough => LAST_FRESH.written_through(),
         }
@@ -310,7 +301,7 @@ impl Huge {
 /// touches its blocks at their ends (a table sized ahead, a ring) would hold 2 MiB for
 /// each end (see [`WHOLE_MAPPING_HUGE_FROM`]). Which kind of program runs shows in
 /// the blocks it had. Blocks a resize makes are no evidence (their bytes are copied or
-/// moved in) and take no advice under 4 MiB ([`Huge::Never`]).
+/// moved in) and take no advice until `realloc` grows them ([`Huge::Never`]).
 ///
 /// Fresh memory is taken rarely (a cached extent serves a block when one fits: `c-large`
 /// makes 41 `mmap` calls in all for 300K blocks, `strace -c`), so the look costs one
@@ -397,7 +388,7 @@ pub fn alloc(size: usize, align: usize, resized: bool, spare: Spare) -> (*mut u8
             return got;
         }
     }
-    let advice = Advice::of(size, offset, need, resized);
+    let advice = Advice::of(size, offset, resized);
     let got = if align > CHUNK_SIZE {
         obtain_placed(need, align, advice)
     } else {
@@ -1217,7 +1208,7 @@ struct Obtained {
 
 /// A mapping of at least `need` bytes: from the cache (grown with `mremap` when the
 /// cached one is too small, which keeps its resident pages) or fresh; what is grown or
-/// fresh is advised for huge pages when `huge` ([`WHOLE_MAPPING_HUGE_FROM`]).
+/// fresh is advised for huge pages as `advice` says.
 fn obtain(need: usize, advice: Advice, spare: Spare) -> Option<Obtained> {
     let mut cached = take_cached(need, need > CHUNK_SIZE);
     if let Some(c) = cached.filter(|c| c.map_size >= need) {
@@ -1326,9 +1317,9 @@ fn obtain_placed(need: usize, align: usize, advice: Advice) -> Option<Obtained> 
 /// moved ([`os::remap_aligned`]); null on failure, the mapping untouched.
 ///
 /// `mremap` takes one kernel mapping only, and an extent merged from differently advised
-/// neighbours (a mapping of [`WHOLE_MAPPING_HUGE_FROM`] or more beside a smaller one) is
-/// several. When the first try fails, the whole range is advised alike, as a mapping of
-/// `new` bytes would be (`huge`: see [`WHOLE_MAPPING_HUGE_FROM`]), which makes it
+/// neighbours (an advised mapping beside one that is not) is several. When the first
+/// try fails, the whole range is advised alike, as a mapping of `new` bytes would be
+/// (`huge`), which makes it
 /// one kernel mapping again, and the move is tried once more: the alternative is a copy
 /// into fresh pages.
 ///
@@ -1583,26 +1574,20 @@ mod tests {
     #[test]
     fn padding_takes_no_huge_page_advice() {
         const MIB: usize = 1 << 20;
-        let need = |size: usize, offset: usize| os::round_up(size + offset, PAGE_SIZE).unwrap();
         let advice = |size: usize, align: usize| {
-            let offset = offset_for(align);
-            let a = Advice::of(size, offset, need(size, offset), false);
-            (
-                a.skip,
-                matches!(a.huge, Huge::Always),
-                matches!(a.huge, Huge::Never),
-            )
+            let a = Advice::of(size, offset_for(align), false);
+            (a.skip, matches!(a.huge, Huge::Never))
         };
-        // (skip, always, never)
-        assert_eq!(advice(4096, 16), (0, false, false));
-        assert_eq!(advice(5 * MIB, 16), (0, true, false));
-        assert_eq!(advice(3 * MIB, MIB), (0, true, false));
-        assert_eq!(advice(4096, 2 * MIB), (2 * MIB, false, true));
-        assert_eq!(advice(MIB, 2 * MIB), (2 * MIB, false, true));
-        assert_eq!(advice(3 * MIB, 2 * MIB), (2 * MIB, false, false));
-        assert_eq!(advice(5 * MIB, 2 * MIB), (2 * MIB, true, false));
-        assert_eq!(advice(4096, 8 * MIB), (CHUNK_SIZE, false, true));
-        assert_eq!(advice(5 * MIB, 8 * MIB), (CHUNK_SIZE, true, false));
+        // (skip, never)
+        assert_eq!(advice(4096, 16), (0, false));
+        assert_eq!(advice(5 * MIB, 16), (0, false));
+        assert_eq!(advice(3 * MIB, MIB), (0, false));
+        assert_eq!(advice(4096, 2 * MIB), (2 * MIB, true));
+        assert_eq!(advice(MIB, 2 * MIB), (2 * MIB, true));
+        assert_eq!(advice(3 * MIB, 2 * MIB), (2 * MIB, false));
+        assert_eq!(advice(4096, 8 * MIB), (CHUNK_SIZE, true));
+        assert_eq!(advice(5 * MIB, 8 * MIB), (CHUNK_SIZE, false));
+        assert!(matches!(Advice::of(5 * MIB, 128, true).huge, Huge::Never));
     }
 
     /// A heap's kept blocks may be zero bytes (as a fresh heap's are), which must read as

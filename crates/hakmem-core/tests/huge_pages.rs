@@ -1,6 +1,7 @@
 //! Transparent huge pages, which hakmem asks for in every profile (these tests run in the
-//! default, `fast`): over the whole mapping of a large block of 4 MiB or more, over that
-//! of a smaller one only after a block the program wrote through, over superslabs of
+//! default, `fast`): over the whole mapping of a large block only after a block the
+//! program wrote through (never over an alignment's padding), over that of a block
+//! `realloc` grows to 4 MiB or more, over superslabs of
 //! small blocks once their heap owns 8 MiB of superslabs (where it writes them densely:
 //! tests/sparse_small_blocks.rs; before their header is written:
 //! tests/huge_first_stretch.rs), and over those of wide blocks taken for a block known to
@@ -10,9 +11,9 @@
 //! the process maps. The kernel shows the advice as the `hg` flag of the mapping in
 //! `/proc/self/smaps`.
 //!
-//! A block under 4 MiB that the program touches at its ends only would hold 2 MiB for each
-//! end in huge pages, so the advice waits for evidence: the last block given fresh memory
-//! mostly resident.
+//! A block that the program touches at its ends only would hold 2 MiB for each end in
+//! huge pages, so the advice waits for evidence: the last block given fresh memory mostly
+//! resident.
 
 use hakmem_core::{alloc, alloc_zeroed, free, realloc, set_profile, trim, Profile};
 use std::sync::Mutex;
@@ -38,21 +39,21 @@ fn alone(test: impl FnOnce() + Send + 'static) {
     }
 }
 
-/// A fresh block of `n` bytes, under the 4 MiB that are advised whole.
-fn block_under_4_mib(n: usize) -> *mut u8 {
-    let p = alloc(n, 16);
+/// A fresh block of `n` bytes aligned to `align`.
+fn fresh_block(n: usize, align: usize) -> *mut u8 {
+    let p = alloc(n, align);
     assert!(!p.is_null());
     p
 }
 
-/// A block of `n` bytes (under 4 MiB) touched at its ends only, freed when dropped: while
-/// it lives, the next block under 4 MiB mapped fresh is not advised (the evidence it goes
+/// A block of `n` bytes touched at its ends only, freed when dropped: while it lives, the
+/// next block mapped fresh is not advised (the evidence it goes
 /// by is the last one mapped fresh).
 struct TouchedAtItsEnds(*mut u8, usize);
 
 impl TouchedAtItsEnds {
     fn new(n: usize) -> TouchedAtItsEnds {
-        let p = block_under_4_mib(n);
+        let p = fresh_block(n, 16);
         // SAFETY: inside the live block.
         unsafe {
             p.write_volatile(1);
@@ -80,7 +81,7 @@ impl Drop for TouchedAtItsEnds {
 /// A fresh 3 MiB block not advised huge, and the block whose evidence made it so.
 fn unadvised_block_under_4_mib() -> ((*mut u8, usize), TouchedAtItsEnds) {
     let ends = TouchedAtItsEnds::new(3 * MIB);
-    ((block_under_4_mib(3 * MIB), 3 * MIB), ends)
+    ((fresh_block(3 * MIB, 16), 3 * MIB), ends)
 }
 
 /// Whether the stretches of the block `[p, p + n)` (its first and its last byte) are
@@ -99,7 +100,7 @@ fn advice_after_a_block(first_n: usize, n: usize, through: bool) -> Option<(bool
     if through {
         first.write_through();
     }
-    let second = block_under_4_mib(n);
+    let second = fresh_block(n, 16);
     let advice = advice_of(second, n);
     // SAFETY: a live block, given up.
     unsafe { free(second) };
@@ -125,16 +126,18 @@ fn blocks_a_resize_makes_ask_for_no_huge_pages_under_4_mib() {
     });
 }
 
-/// Pairs of sizes: plain blocks (a chunk of their own), and the low half of a new pair
-/// chunk after a plain block and before one.
-const SIZES: [(usize, usize); 3] = [
+/// Pairs of sizes: plain blocks (a chunk of their own, or several), and the low half of a
+/// new pair chunk after a plain block and before one.
+const SIZES: [(usize, usize); 5] = [
     (3 * MIB, 3 * MIB),
     (3 * MIB, 3 * MIB / 2),
     (3 * MIB / 2, 3 * MIB),
+    (3 * MIB, 9 * MIB),
+    (9 * MIB, 9 * MIB),
 ];
 
 #[test]
-fn blocks_under_4_mib_after_blocks_touched_at_their_ends_ask_for_no_huge_pages() {
+fn blocks_after_blocks_touched_at_their_ends_ask_for_no_huge_pages() {
     alone(|| {
         for (first_n, n) in SIZES {
             if let Some((head, tail)) = advice_after_a_block(first_n, n, false) {
@@ -146,7 +149,7 @@ fn blocks_under_4_mib_after_blocks_touched_at_their_ends_ask_for_no_huge_pages()
 }
 
 #[test]
-fn blocks_under_4_mib_after_blocks_written_through_ask_for_huge_pages() {
+fn blocks_after_blocks_written_through_ask_for_huge_pages() {
     alone(|| {
         for (first_n, n) in SIZES {
             if let Some((head, tail)) = advice_after_a_block(first_n, n, true) {
@@ -157,22 +160,38 @@ fn blocks_under_4_mib_after_blocks_written_through_ask_for_huge_pages() {
     });
 }
 
+/// After a block written through, a big block asks for huge pages over its whole
+/// mapping, its header's stretch too; a block aligned to 2 MiB or more asks for none over
+/// its padding (the stretches before its user bytes), and one of a class's size none at
+/// all.
 #[test]
-fn big_blocks_ask_for_huge_pages_over_their_whole_mapping() {
+fn big_blocks_ask_for_huge_pages_over_their_whole_mapping_but_an_alignments_padding() {
     alone(|| {
-        let n = 9 * MIB;
-        let p = alloc(n, 16);
-        assert!(!p.is_null());
-        let chunk = p as usize & !(hakmem_core::CHUNK_SIZE - 1);
-        if advice_visible() {
-            assert!(advised_huge(chunk), "the header's stretch is not advised");
-            assert!(
-                advised_huge(p as usize + n - 1),
-                "the block's tail is not advised"
-            );
+        let chunk = |p: *mut u8| p as usize & !(hakmem_core::CHUNK_SIZE - 1);
+        for (n, align, header, tail) in [
+            (9 * MIB, 16, true, true),
+            (9 * MIB, 2 * MIB, false, true),
+            (9 * MIB, 8 * MIB, false, true),
+            (64 * 1024, 2 * MIB, false, false),
+        ] {
+            trim();
+            let first = TouchedAtItsEnds::new(3 * MIB);
+            first.write_through();
+            let p = fresh_block(n, align);
+            // An over-aligned block's header lies a chunk below its start.
+            let base = chunk(p.wrapping_sub(1));
+            if advice_visible() {
+                assert_eq!(
+                    advised_huge(base),
+                    header,
+                    "({n}, {align}): header's stretch"
+                );
+                let last = p as usize + n - 1;
+                assert_eq!(advised_huge(last), tail, "({n}, {align}): tail");
+            }
+            // SAFETY: a live block, given up.
+            unsafe { free(p) };
         }
-        // SAFETY: a live block, given up.
-        unsafe { free(p) };
     });
 }
 
