@@ -204,7 +204,14 @@ pub fn alloc_zeroed<const CHECKED: bool>(size: usize, align: usize) -> *mut u8 {
             }
             (p, size)
         }
-        None => alloc_large(size, align),
+        None => {
+            let (p, dirty) = alloc_large(size, align);
+            if !p.is_null() {
+                // SAFETY: a large block just handed out, of at least `size` bytes.
+                unsafe { large::zero(p, size.min(dirty)) };
+            }
+            return p;
+        }
     };
     if !p.is_null() {
         // SAFETY: the block holds at least `size` bytes (the canary lies after them).

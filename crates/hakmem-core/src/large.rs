@@ -364,6 +364,46 @@ impl LastFresh {
     }
 }
 
+/// Zero `[p, p + len)`, the bytes of a large block just handed out that may have been
+/// written (`calloc`'s). Where the program does not write its blocks through
+/// ([`LastFresh`]), the whole pages among them of [`ZERO_BY_DECOMMIT_FROM`] or more are
+/// given back instead (`MADV_DONTNEED`): they read as zero, and only those the program
+/// touches come back, one fault each. Where it does, `memset` keeps them resident and
+/// spares it a fault per page (`big-zeroed`: zero-filled buffers written through).
+///
+/// A 64 MiB buffer from `calloc`, 16 of its pages written and freed, 200 times over (a
+/// throwaway probe under `LD_PRELOAD`, 3 alternated runs): hakmem 0.59 s with `memset`,
+/// peak 67.6 MiB, where jemalloc (which gives back freed extents over 8 MiB at once) took
+/// 0.017 s and 3.8 MiB, and glibc (a mapping of its own each time) 0.015 s and 1.3 MiB.
+///
+/// # Safety
+/// `[p, p + len)` lies in a large block handed out to the caller, past its header.
+pub unsafe fn zero(p: *mut u8, len: usize) {
+    let (start, end) = (p as usize, p as usize + len);
+    let (first, last) = (start.next_multiple_of(PAGE_SIZE), end & !(PAGE_SIZE - 1));
+    if last >= first + ZERO_BY_DECOMMIT_FROM && !LAST_FRESH.written_through() {
+        // An allocation that succeeds changes no `errno`.
+        let errno = os::errno();
+        // SAFETY: whole pages of the caller's block, whose bytes it gives up for zeros.
+        let done = unsafe { os::decommit(first as *mut u8, last - first, os::Decommit::Now) };
+        os::set_errno(errno);
+        if done {
+            // SAFETY: the parts of the caller's range before and after those pages.
+            unsafe {
+                core::ptr::write_bytes(p, 0, first - start);
+                core::ptr::write_bytes(last as *mut u8, 0, end - last);
+            }
+            return;
+        }
+    }
+    // SAFETY: by the caller.
+    unsafe { core::ptr::write_bytes(p, 0, len) };
+}
+
+/// The least a large block's zeroing gives back by `MADV_DONTNEED` rather than `memset`
+/// ([`zero`]): below it the call costs about what the `memset` does (an estimate).
+const ZERO_BY_DECOMMIT_FROM: usize = 256 * 1024;
+
 /// A large block of at least `size` bytes aligned to `align`; `(ptr, dirty)`, where the
 /// bytes from `ptr + dirty` on are known to be zero (0 for a fresh mapping; a cached
 /// extent grown by `mremap` is zero past its old end), so `calloc` clears only the
