@@ -686,6 +686,53 @@ static uint64_t large_written(uint64_t ops) {
     return ops;
 }
 
+/* 32 slots of buffers of 4 KiB..8 MiB, each sized for the largest message, of which a
+ * message of 1..64 KiB is written from the start (big.rs's big_sparse). */
+static uint64_t big_sparse(uint64_t ops) {
+    enum { SLOTS = 32 };
+    rng_t rng = rng_new(26);
+    void *slots[SLOTS] = { 0 };
+    for (uint64_t done = 0; done < ops; done++) {
+        void **slot = &slots[rng_below(&rng, SLOTS)];
+        block_free(*slot);
+        size_t size = rng_between(&rng, 4 << 10, 8 * (size_t)MIB);
+        size_t written = rng_between(&rng, 1 << 10, 64 << 10);
+        *slot = malloc(size);
+        if (!*slot) {
+            fprintf(stderr, "out of memory (malloc of %zu bytes)\n", size);
+            abort();
+        }
+        memset(*slot, (int)written, written < size ? written : size);
+    }
+    for (size_t i = 0; i < SLOTS; i++) block_free(slots[i]);
+    return ops;
+}
+
+/* A ring of 4 zero-filled tables of 4..64 MiB, each written at 64 places at random, each
+ * checked to be zero first (big.rs's sparse_zeroed). */
+static uint64_t sparse_zeroed(uint64_t ops) {
+    enum { RING = 4, WRITES = 64 };
+    rng_t rng = rng_new(27);
+    void *ring[RING] = { 0 };
+    for (uint64_t done = 0; done < ops; done++) {
+        void **slot = &ring[done % RING];
+        block_free(*slot);
+        size_t size = rng_between(&rng, 4 * (size_t)MIB, 64 * (size_t)MIB);
+        unsigned char *table = block_new_zeroed(size);
+        for (int k = 0; k < WRITES; k++) {
+            size_t at = 1 + rng_below(&rng, size - 2);
+            if (table[at] != 0) {
+                fprintf(stderr, "calloc(1, %zu) was not zero-filled at %zu\n", size, at);
+                abort();
+            }
+            table[at] = 1;
+        }
+        *slot = table;
+    }
+    for (size_t i = 0; i < RING; i++) block_free(ring[i]);
+    return ops;
+}
+
 /* A ring of 64 buffers of 64 KiB..1 MiB, every page written: each operation frees the
  * oldest and allocates a new one in its place (big.rs's buffer_ring). */
 static uint64_t buffer_ring(uint64_t ops) {
@@ -1375,6 +1422,8 @@ static const workload_t WORKLOADS[] = {
     { "c-big-buffers", 64, big_buffers },
     { "c-big-zeroed", 64, big_zeroed },
     { "c-large-written", 20000, large_written },
+    { "c-big-sparse", 20000, big_sparse },
+    { "c-sparse-zeroed", 200, sparse_zeroed },
     { "c-phase-change", 6, phase_change },
     { "c-buffer-doubling", 280, buffer_doubling },
     { "c-live-growth", 1000000, live_growth },

@@ -89,6 +89,22 @@ impl Block {
         }
     }
 
+    /// Write `value` at `offset` after checking that the byte there is zero (a block from
+    /// `alloc_zeroed` written at a few places, as a table sized ahead fills).
+    pub fn set_zero_byte(&mut self, offset: usize, value: u8) {
+        assert!(offset < self.size, "offset {offset} past the block");
+        // SAFETY: `offset` is inside the block's `size` bytes.
+        let b = unsafe { self.ptr.as_ptr().add(offset) };
+        // SAFETY: as above.
+        assert_eq!(
+            unsafe { b.read() },
+            0,
+            "alloc_zeroed gave memory that is not zero"
+        );
+        // SAFETY: as above.
+        unsafe { b.write(value) };
+    }
+
     /// The block's address, to see where the allocator put it.
     pub fn addr(&self) -> usize {
         self.ptr.as_ptr() as usize

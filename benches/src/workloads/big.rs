@@ -106,6 +106,45 @@ pub fn buffer_pipeline(ops: u64) -> u64 {
     (batches * BATCH) as u64
 }
 
+/// 32 slots of buffers of 4 KiB..8 MiB, each sized for the largest message it may get, of
+/// which a message of 1..64 KiB is written from the start (a reader's buffer, a vector
+/// reserved ahead): one replaced at random at each operation. What an allocator makes
+/// resident beyond the pages written, or faults in whole, is waste.
+pub fn big_sparse(ops: u64) -> u64 {
+    const SLOTS: usize = 32;
+    let mut rng = Rng::new(26);
+    let mut slots = empty_slots(SLOTS);
+    for _ in 0..ops {
+        let slot = &mut slots[rng.below(SLOTS)];
+        drop(slot.take());
+        let size = rng.between((4 << 10, 8 * MIB));
+        *slot = Some(Block::new_front(size, rng.between((1 << 10, 64 << 10))));
+    }
+    ops
+}
+
+/// A ring of 4 zero-filled tables (`alloc_zeroed`, C's `calloc`) of 4..64 MiB, each sized
+/// for the worst case and written at 64 places at random, each checked to be zero first
+/// (a hash table or a bitmap mostly empty): each operation replaces the oldest. What
+/// clearing a table costs the allocator when the program writes little of it.
+pub fn sparse_zeroed(ops: u64) -> u64 {
+    const RING: usize = 4;
+    let mut rng = Rng::new(27);
+    let mut ring = empty_slots(RING);
+    for done in 0..ops as usize {
+        let slot = &mut ring[done % RING];
+        drop(slot.take());
+        let size = rng.between((4 * MIB, 64 * MIB));
+        let mut table = Block::new_zeroed(size);
+        for _ in 0..64 {
+            // Within the block's inner bytes: its ends are written already.
+            table.set_zero_byte(1 + rng.below(size - 2), 1);
+        }
+        *slot = Some(table);
+    }
+    ops
+}
+
 /// A ring of 20 zero-filled buffers (`alloc_zeroed`, C's `calloc`) of 5..25 MiB: each
 /// operation replaces the oldest by a new one and writes its pages.
 pub fn big_zeroed(ops: u64) -> u64 {
