@@ -96,11 +96,8 @@ impl Block {
         // SAFETY: `offset` is inside the block's `size` bytes.
         let b = unsafe { self.ptr.as_ptr().add(offset) };
         // SAFETY: as above.
-        assert_eq!(
-            unsafe { b.read() },
-            0,
-            "alloc_zeroed gave memory that is not zero"
-        );
+        let old = unsafe { b.read() };
+        assert_eq!(old, 0, "alloc_zeroed gave memory that is not zero");
         // SAFETY: as above.
         unsafe { b.write(value) };
     }
