@@ -215,7 +215,7 @@ fn offset_for(align: usize) -> usize {
 /// A mapping that [`realloc`] grows by `mremap` to this size or more (block and header) is
 /// advised huge whole: a buffer grown that far was written as it grew (`buffer-doubling`).
 ///
-/// A block's first mapping took the same advice from this size until `c32c783`, whatever
+/// A block's first mapping took the same advice from this size through `c32c783`, whatever
 /// the program did with it, and a block touched at its ends held 2 MiB for each end: the
 /// fault path makes each advised stretch a huge page at its first touch, and `khugepaged`
 /// collapses an advised stretch that has a single page present (`max_ptes_none` is 511 by
@@ -263,11 +263,13 @@ impl Advice {
         Advice { huge, skip }
     }
 
-    /// Advise `[base + skip, base + size)` of a mapping that is ours, if huge pages are
-    /// wanted.
-    fn apply(self, base: *mut u8, size: usize, huge: bool) {
+    /// Advise `[base + skip, base + size)` for huge pages if `huge`.
+    ///
+    /// # Safety
+    /// `[base, base + size)` is a mapping of [`os`] that the caller owns.
+    unsafe fn apply(self, base: *mut u8, size: usize, huge: bool) {
         if huge && size > self.skip {
-            // SAFETY: the caller's mapping; the advice changes no byte of it.
+            // SAFETY: by the caller, a part of its mapping; the advice changes no byte.
             unsafe { os::advise_huge_pages(base.wrapping_add(self.skip), size - self.skip, true) };
         }
     }
@@ -372,9 +374,11 @@ impl LastFresh {
 /// spares it a fault per page (`big-zeroed`: zero-filled buffers written through).
 ///
 /// A 64 MiB buffer from `calloc`, 16 of its pages written and freed, 200 times over (a
-/// throwaway probe under `LD_PRELOAD`, 3 alternated runs): hakmem 0.59 s with `memset`,
-/// peak 67.6 MiB, where jemalloc (which gives back freed extents over 8 MiB at once) took
-/// 0.017 s and 3.8 MiB, and glibc (a mapping of its own each time) 0.015 s and 1.3 MiB.
+/// throwaway probe under `LD_PRELOAD`, 3 alternated runs): hakmem took 0.55-0.58 s with
+/// `memset` and peaked at 67.6 MiB, where jemalloc (which gives back freed extents over
+/// 8 MiB at once) took 0.013 s and 3.7 MiB and glibc (a mapping of its own each time)
+/// 0.015 s and 1.3 MiB; this way 0.0125-0.0135 s and 2.1 MiB (`sparse-zeroed` is the
+/// shape).
 ///
 /// # Safety
 /// `[p, p + len)` lies in a large block handed out to the caller, past its header.
@@ -1292,7 +1296,8 @@ fn obtain(need: usize, advice: Advice, spare: Spare) -> Option<Obtained> {
         if !p.is_null() {
             chunk_map::insert(p as usize);
             // The grown part is fresh and advised like a fresh mapping this size.
-            advice.apply(p, size, huge);
+            // SAFETY: the mapping just grown is ours.
+            unsafe { advice.apply(p, size, huge) };
             return Some(Obtained {
                 base: p as usize,
                 map_size: size,
@@ -1312,7 +1317,8 @@ fn obtain(need: usize, advice: Advice, spare: Spare) -> Option<Obtained> {
         return None;
     }
     // Before the caller writes the header, so its stretch can be a huge page too.
-    advice.apply(p, size, huge);
+    // SAFETY: the fresh mapping is ours.
+    unsafe { advice.apply(p, size, huge) };
     Some(fresh(p as usize, size))
 }
 
@@ -1349,7 +1355,8 @@ fn obtain_placed(need: usize, align: usize, advice: Advice) -> Option<Obtained> 
         os::unmap(p, base - start);
         os::unmap((base + size) as *mut u8, start + over - (base + size));
     }
-    advice.apply(base as *mut u8, size, advice.huge.wanted());
+    // SAFETY: what is left of the fresh mapping is ours.
+    unsafe { advice.apply(base as *mut u8, size, advice.huge.wanted()) };
     Some(fresh(base, size))
 }
 

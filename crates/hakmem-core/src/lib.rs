@@ -280,7 +280,8 @@ impl<const CHECKED: bool> Core<CHECKED> {
 
 /// Whether `p` lies in a chunk hakmem mapped (one load of a static bitmap; never
 /// faults), or starts a block aligned to more than a chunk (whose user bytes lie past
-/// its mapping's first chunk, the only one in the bitmap). Every block hakmem hands out
+/// its mapping's first chunk, the only one in the bitmap: a pointer that starts a chunk
+/// not in it takes the chunk below's bit and header too). Every block hakmem hands out
 /// does; a pointer that does not is foreign.
 #[inline(always)]
 pub fn in_heap(p: *const u8) -> bool {
