@@ -403,7 +403,8 @@ unsafe fn free_large(p: *mut u8) {
 /// budget or kept too long, when a pass may find any ([`retain::sweep_due`]).
 ///
 /// # Safety
-/// `h` came from [`large::header_of`] for a block the caller gives up.
+/// `h` came from [`large::header_of`] or [`large::over_aligned_header`] for a block the
+/// caller gives up.
 unsafe fn release_large(h: large::Large) {
     // SAFETY: by the caller.
     let Some(k) = thread_cache::keep_large(unsafe { large::retire(h) }) else {
@@ -505,20 +506,22 @@ unsafe fn free_not_small<F: FnOnce(*mut u8, NotFreed)>(
     entry: Option<u8>,
     not_freed: F,
 ) {
-    match entry {
-        None if p.is_null() => {}
+    let header = match entry {
+        None if p.is_null() => return,
         // A chunk with no bit of its own holds an over-aligned block's user bytes.
-        None if large::over_aligned_header(p).is_some() => {
-            // SAFETY: a live large block, by the caller.
-            unsafe { free_large(p) }
-        }
-        None => not_freed(p, NotFreed::Foreign),
+        None => large::over_aligned_header(p),
         // SAFETY: the chunk holds a large header; `header_of` validates it.
-        Some(MAP_LARGE) if unsafe { large::header_of(p) }.is_some() => {
-            // SAFETY: a live large block, by the caller.
-            unsafe { free_large(p) }
+        Some(MAP_LARGE) => unsafe { large::header_of(p) },
+        Some(_) => None,
+    };
+    match header {
+        Some(h) => {
+            let _errno = KeepErrno::new();
+            // SAFETY: the header of a live large block, which the caller gives up.
+            unsafe { release_large(h) }
         }
-        Some(_) => not_freed(p, NotFreed::Invalid),
+        None if entry.is_none() => not_freed(p, NotFreed::Foreign),
+        None => not_freed(p, NotFreed::Invalid),
     }
 }
 

@@ -731,8 +731,8 @@ unsafe fn write_header(
 /// asserts the header unchanged or mapped past the call that uses it.
 ///
 /// Invariant: the pointer is the header of a large block (the base of its mapping or of
-/// its half of a pair chunk) that passed
-/// [`header_of`]'s check, and the block is live for as long as the handle is used.
+/// its half of a pair chunk) that passed the check of [`header_of`] or
+/// [`over_aligned_header`], and the block is live for as long as the handle is used.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Large(NonNull<LargeHeader>);
 
