@@ -630,12 +630,33 @@ pub unsafe fn realloc<const CHECKED: bool>(
                 if !q.is_null() {
                     return q;
                 }
+                if new_size < old_size {
+                    // SAFETY: by the caller.
+                    let q = unsafe { move_block::<CHECKED>(p, old_size, align, new_size) };
+                    fit_shrunk(q);
+                    return q;
+                }
             }
             _ => {}
         }
     }
     // SAFETY: by the caller.
     unsafe { move_block::<CHECKED>(p, old_size, align, new_size) }
+}
+
+/// After a large block that shrank moved into `q` (null: the move failed), where
+/// [`large::realloc`] leaves it to the caller (the program wrote the tail, which the old
+/// mapping keeps resident in the cache): `q`, if large too, gives back its pages past its
+/// end ([`large::give_back_past_end`]), which it may have from a cached extent.
+fn fit_shrunk(q: *mut u8) {
+    if q.is_null() || !is_large_block(q) {
+        return;
+    }
+    // SAFETY: the chunk's class map says LARGE, so a large header is mapped at its base.
+    if let Some(h) = unsafe { large::header_of(q) } {
+        // SAFETY: `q` is the live block the caller just moved into.
+        unsafe { large::give_back_past_end(h) };
+    }
 }
 
 /// Move a block that a resize makes large ([`GROW_LARGE_FROM`]) into a large mapping.
@@ -809,7 +830,7 @@ pub unsafe fn realloc_unsized<const CHECKED: bool>(p: *mut u8, new_size: usize) 
         Owner::Foreign => report_misuse(p, Misuse::ForeignRealloc, None),
         Owner::Invalid => report_not_freed::<CHECKED>(p, NotFreed::Invalid),
     };
-    let q = if !CHECKED && resized_is_large(new_size, MIN_ALIGN) {
+    let q = if !CHECKED && resized_is_large(new_size, MIN_ALIGN) && new_size > old {
         resized_large(new_size, MIN_ALIGN)
     } else {
         alloc_filled::<CHECKED>(new_size, MIN_ALIGN, Fill::of_resize(old, new_size))
@@ -823,6 +844,9 @@ pub unsafe fn realloc_unsized<const CHECKED: bool>(p: *mut u8, new_size: usize) 
                 Ok(class) => free_small::<CHECKED>(p, class),
                 Err(h) => release_large(h),
             }
+        }
+        if !CHECKED && block.is_err() && new_size < old {
+            fit_shrunk(q);
         }
     }
     q

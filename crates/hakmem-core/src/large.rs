@@ -15,7 +15,10 @@
 //! and `free` finds the header a chunk below a pointer that starts one
 //! ([`over_aligned_header`]). No other block's user pointer starts a chunk.
 //! `realloc` grows into the cached extent that starts where the mapping ends, or grows or
-//! moves the mapping with `mremap`, never copying (but for halves).
+//! moves the mapping with `mremap`, never copying (but for halves). A block shrunk to less
+//! than half its mapping gives its tail back in place, unless the program wrote the tail:
+//! then the caller copies it into a block of its new size and the whole old mapping goes
+//! to the cache, resident, for the next buffer ([`realloc`]).
 //!
 //! Blocks of 1..2 MiB (header included, offset 128) take half a chunk instead: a *pair
 //! chunk* ([`Pair`]) holds two, the high one with its header at `base + CHUNK_SIZE / 2`,
@@ -336,20 +339,13 @@ impl LastFresh {
         self.len.store(len, Ordering::Relaxed);
     }
 
-    /// Whether at least half the pages in the middle of the last block noted
-    /// ([`LastFresh::window`]) are resident now. Leaves `errno` as it was: `mincore`
-    /// refuses a range no longer mapped, and an allocation that succeeds changes no
-    /// `errno`.
+    /// Whether the last block noted is mostly resident in its middle ([`middle_resident`];
+    /// `mincore` refuses a range no longer mapped: no evidence).
     fn written_through(&self) -> bool {
-        let (start, len) = Self::window(
+        middle_resident(
             self.start.load(Ordering::Relaxed),
             self.len.load(Ordering::Relaxed),
-        );
-        let pages = len / PAGE_SIZE;
-        let errno = os::errno();
-        let resident = os::resident_pages(start, len);
-        os::set_errno(errno);
-        pages != 0 && resident.is_some_and(|r| 2 * r >= pages)
+        )
     }
 
     /// Pages to look at in the middle of a block: 1 MiB, one `mincore` call however big
@@ -364,6 +360,18 @@ impl LastFresh {
         let first = start.saturating_add((len - bytes) / 2) & !(PAGE_SIZE - 1);
         (first, bytes)
     }
+}
+
+/// Whether at least half the pages in the middle of `[start, start + len)`
+/// ([`LastFresh::window`]) are resident now; false where `mincore` refuses the range (not
+/// all mapped). Leaves `errno` as it was: an allocation that succeeds changes none.
+fn middle_resident(start: usize, len: usize) -> bool {
+    let (start, len) = LastFresh::window(start, len);
+    let pages = len / PAGE_SIZE;
+    let errno = os::errno();
+    let resident = os::resident_pages(start, len);
+    os::set_errno(errno);
+    pages != 0 && resident.is_some_and(|r| 2 * r >= pages)
 }
 
 /// Zero `[p, p + len)`, the bytes of a large block just handed out that may have been
@@ -1415,6 +1423,33 @@ fn put_cached(c: Cached, policy: &config::Policy) -> Option<Cached> {
     evicted
 }
 
+/// Give back the pages of the block of `h` past the huge page that holds its last
+/// requested byte (in a half of a pair chunk, past that byte's page), keeping its
+/// mapping: the block a shrink moved into ([`realloc`]) may have taken a cached extent
+/// whose pages were all written, and it will not grow. `c-shrunk-buffers` (throwaway
+/// builds, 5-7 alternated runs): with none given back, 174-212 ms at 274.9 MiB
+/// (tcmalloc's 241.2 the least of the field); every page past the end, 260-275 ms at
+/// 235.6 MiB (the next block there faults them back); whole huge pages only, 186-219 ms
+/// at 270.8; and halves by the page too, as here, 224 ms at 260.7 (tcmalloc 247 in that set).
+///
+/// # Safety
+/// `h` is the header of a live block the caller owns.
+pub unsafe fn give_back_past_end(h: Large) {
+    let end = h.base() + h.offset() + h.requested();
+    let grain = if h.is_pair() {
+        PAGE_SIZE
+    } else {
+        os::HUGE_PAGE_SIZE
+    };
+    let (first, map_end) = (end.next_multiple_of(grain), h.base() + h.map_size());
+    if first < map_end {
+        let errno = os::errno();
+        // SAFETY: whole pages of the block past its requested bytes, which it does not need.
+        unsafe { os::decommit(first as *mut u8, map_end - first, os::Decommit::Now) };
+        os::set_errno(errno);
+    }
+}
+
 /// Unmap the cached mappings over the retention budget or kept too long at `now`
 /// ([`os::now_ms`]), oldest first.
 pub fn expire(now: u64) {
@@ -1441,8 +1476,23 @@ pub fn expire(now: u64) {
 }
 
 /// Resize the large block with header `h` to hold `new_size` bytes, in place or by moving
-/// the mapping (no copy). Null on failure, and for a half of a pair chunk that the size
-/// outgrows or leaves below a half's sizes: the block untouched, for the caller to move.
+/// the mapping (no copy). Null on failure, for a half of a pair chunk that the size
+/// outgrows or leaves below a half's sizes, and for a block that shrinks to less than half
+/// its mapping with the middle of its tail mostly resident: the block untouched, for the
+/// caller to move (and then to fit, [`give_back_past_end`]).
+///
+/// Such a tail was written, so the program's next buffer would find its pages resident
+/// in the cache, where given back in place (as a tail never written still is) they came
+/// back one fault each. A program that fills buffers of 1..16 MiB sized for the largest
+/// input and shrinks each to the 1/32..1/2 it holds (`c-shrunk-buffers`, 64 live,
+/// under `LD_PRELOAD`, 5 alternated runs after 512 MiB warmed) took 1,073 ms at a peak of
+/// 187.4 MiB in place, 193 ms at 260.7 MiB this way (tcmalloc 216 ms at 241.2,
+/// mimalloc 3 176 ms at 294.0, jemalloc 1,574 ms at 309.9). Keeping the block in place
+/// and caching only the chunks past its last one (throwaway builds): 1.5-1.7 s at 388
+/// MiB, the pieces too small for the next buffer and the budget counting them twice;
+/// moving only blocks that a class or a half takes: 488 ms at 222.0 MiB.
+/// `c-realloc-xthread`, whose blocks grow and shrink at random, kept its time (1.00x, 7
+/// runs) and peaked at 45.5 MiB against 38.5 (jemalloc 58-60).
 ///
 /// # Safety
 /// `h` came from [`header_of`] for a block the caller owns.
@@ -1469,16 +1519,20 @@ pub unsafe fn realloc(h: Large, new_size: usize) -> *mut u8 {
         unsafe { h.note_resize(new_size) };
         return (base + offset) as *mut u8;
     }
-    let shrinking = new_size < h.requested();
+    // A block shrinks when it keeps less than half its mapping (not when one that got a
+    // roomy cached mapping grows into it, or gives back little).
+    let shrinking = new_size < h.requested() && need < old_map / 2;
+    let tail_written = shrinking && middle_resident(base + need, old_map - need);
+    if tail_written {
+        return null_mut();
+    }
     // SAFETY: our header.
     unsafe {
         (*h.ptr()).requested = new_size;
         (*h.ptr()).resized = 1;
     }
     if need <= old_map {
-        // Give the tail back only when the block shrinks (not when a block that got a
-        // roomy cached mapping grows into it).
-        if shrinking && need < old_map / 2 {
+        if shrinking {
             // SAFETY: the tail past `need` holds nothing the block still needs.
             unsafe { os::shrink(base as *mut u8, old_map, need) };
             // SAFETY: our header.
