@@ -708,6 +708,24 @@ static uint64_t big_sparse(uint64_t ops) {
     return ops;
 }
 
+/* 64 slots of buffers of 1..16 MiB, every page written, then shrunk by realloc to
+ * 1/32..1/2 of their size (big.rs's shrunk_buffers). */
+static uint64_t shrunk_buffers(uint64_t ops) {
+    enum { SLOTS = 64 };
+    rng_t rng = rng_new(28);
+    void *slots[SLOTS] = { 0 };
+    for (uint64_t done = 0; done < ops; done++) {
+        void **slot = &slots[rng_below(&rng, SLOTS)];
+        block_free(*slot);
+        size_t size = rng_between(&rng, MIB, 16 * (size_t)MIB);
+        unsigned char *buffer = block_new(size);
+        write_pages(buffer, size);
+        *slot = block_resize(buffer, rng_between(&rng, size / 32, size / 2));
+    }
+    for (size_t i = 0; i < SLOTS; i++) block_free(slots[i]);
+    return ops;
+}
+
 /* A ring of 4 zero-filled tables of 4..64 MiB, each written at 64 places at random, each
  * checked to be zero first (big.rs's sparse_zeroed). */
 static uint64_t sparse_zeroed(uint64_t ops) {
@@ -1424,6 +1442,7 @@ static const workload_t WORKLOADS[] = {
     { "c-large-written", 20000, large_written },
     { "c-big-sparse", 20000, big_sparse },
     { "c-sparse-zeroed", 200, sparse_zeroed },
+    { "c-shrunk-buffers", 500, shrunk_buffers },
     { "c-phase-change", 6, phase_change },
     { "c-buffer-doubling", 280, buffer_doubling },
     { "c-live-growth", 1000000, live_growth },

@@ -123,6 +123,27 @@ pub fn big_sparse(ops: u64) -> u64 {
     ops
 }
 
+/// 64 slots of buffers of 1..16 MiB, each sized for the largest input, every page written
+/// (a file read whole, a block decompressed into a buffer of its worst case), then shrunk
+/// by `realloc` to the 1/32..1/2 of it the input held (`shrink_to_fit`): one replaced at
+/// random at each operation. What the allocator does with the tail decides whether the
+/// next buffer finds its pages resident or faults them in afresh.
+pub fn shrunk_buffers(ops: u64) -> u64 {
+    const SLOTS: usize = 64;
+    let mut rng = Rng::new(28);
+    let mut slots = empty_slots(SLOTS);
+    for _ in 0..ops {
+        let slot = &mut slots[rng.below(SLOTS)];
+        drop(slot.take());
+        let size = rng.between((MIB, 16 * MIB));
+        let mut buffer = Block::new(size);
+        buffer.write_pages();
+        buffer.resize(rng.between((size / 32, size / 2)));
+        *slot = Some(buffer);
+    }
+    ops
+}
+
 /// A ring of 4 zero-filled tables (`alloc_zeroed`, C's `calloc`) of 4..64 MiB, each sized
 /// for the worst case and written at 64 places at random, each checked to be zero first
 /// (a hash table or a bitmap mostly empty): each operation replaces the oldest. What

@@ -159,6 +159,7 @@ pub const WORKLOADS: &[Workload] = &[
     Workload::bench("large-written", 20_000, Run::Once(big::large_written)),
     Workload::bench("big-sparse", 20_000, Run::Once(big::big_sparse)),
     Workload::bench("sparse-zeroed", 200, Run::Once(big::sparse_zeroed)),
+    Workload::bench("shrunk-buffers", 500, Run::Once(big::shrunk_buffers)),
     Workload::bench("phase-change", 6, Run::Once(big::phase_change)),
     Workload::bench("buffer-doubling", 280, Run::Once(big::buffer_doubling)),
     Workload::bench(
