@@ -1435,9 +1435,9 @@ fn put_cached(c: Cached, policy: &config::Policy) -> Option<Cached> {
 /// at `8f31557` against a build without the give-back (3 alternated runs of `c-workloads
 /// c-shrunk-buffers` after 512 MiB warmed) took 0.181-0.187 s and 10.5K faults at 266.9
 /// MiB against 0.155-0.163 s and 3.7K at 281.5 (mimalloc 3 0.165-0.192 s, 81 faults in
-/// huge pages, at 301.1). On this virtual machine a fault costs about 4 µs (the 6.9K more
-/// took about 27 ms); the memory is what the bound on peak RSS (1.1x the least of
-/// mimalloc 3, jemalloc and tcmalloc) asks for here.
+/// huge pages, at 301.1). On this virtual machine a fault costs about 4 µs (an estimate:
+/// 6.9K more faults, about 25 ms more); the memory is what the bound on peak RSS
+/// (1.1x the least of mimalloc 3, jemalloc and tcmalloc) asks for here.
 ///
 /// # Safety
 /// `h` is the header of a live block the caller owns.
@@ -1496,7 +1496,7 @@ pub fn expire(now: u64) {
 /// 187.4 MiB in place, 193 ms at 260.7 MiB this way (tcmalloc 216 ms at 241.2,
 /// mimalloc 3 176 ms at 294.0, jemalloc 1,574 ms at 309.9). Keeping the block in place
 /// and caching only the chunks past its last one (throwaway builds): 1.5-1.7 s at 388
-/// MiB, the pieces too small for the next buffer and the budget counting them twice;
+/// MiB (493 MB mapped at the peak), the pieces too small for the next buffer;
 /// moving only blocks that a class or a half takes: 488 ms at 222.0 MiB.
 /// `c-realloc-xthread`, whose blocks grow and shrink at random, kept its time (1.00x, 7
 /// runs) and peaked at 45.5 MiB against 38.5 (jemalloc 58-60).
